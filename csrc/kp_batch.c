@@ -1,0 +1,272 @@
+/* kp_batch.c - record batch v2 writer (reserve, append, back-patch) and reader. */
+#include <string.h>
+#include "kp_batch.h"
+#include "kp_crc32c.h"
+#include "kp_endian.h"
+#include "kp_varint.h"
+
+/* ---- writer ---------------------------------------------------------- */
+
+kp_status kp_batch_init(kp_batch_writer *w, size_t initial_cap)
+{
+    kp_buf_init(&w->buf);
+    w->base_timestamp = 0;
+    w->max_timestamp = INT64_MIN;
+    w->count = 0;
+    if (initial_cap < KP_BATCH_HEADER_SIZE) initial_cap = KP_BATCH_HEADER_SIZE;
+    kp_status st = kp_buf_reserve(&w->buf, initial_cap);
+    if (st != KP_OK) return st;
+    /* Placeholder: every header field is back-patched by kp_batch_finish. */
+    memset(w->buf.data, 0, KP_BATCH_HEADER_SIZE);
+    w->buf.len = KP_BATCH_HEADER_SIZE;
+    return KP_OK;
+}
+
+void kp_batch_free(kp_batch_writer *w)
+{
+    kp_buf_free(&w->buf);
+}
+
+static size_t headers_size(const kp_header *headers, size_t n_headers)
+{
+    size_t size = 0;
+    for (size_t i = 0; i < n_headers; i++) {
+        size += kp_varint_size((int32_t)headers[i].key_len) + headers[i].key_len;
+        if (headers[i].value_len < 0)
+            size += kp_varint_size(-1);
+        else
+            size += kp_varint_size((int32_t)headers[i].value_len) + (size_t)headers[i].value_len;
+    }
+    return size;
+}
+
+/* Body = everything after the record's Length varint. */
+static size_t record_body_size(int64_t ts_delta, int32_t offset_delta, int64_t key_len,
+                               int64_t value_len, const kp_header *headers, size_t n_headers)
+{
+    size_t size = 1; /* Attributes */
+    size += kp_varlong_size(ts_delta);
+    size += kp_varint_size(offset_delta);
+    size += key_len < 0 ? 1 : kp_varint_size((int32_t)key_len) + (size_t)key_len;
+    size += value_len < 0 ? 1 : kp_varint_size((int32_t)value_len) + (size_t)value_len;
+    size += kp_varint_size((int32_t)n_headers);
+    size += headers_size(headers, n_headers);
+    return size;
+}
+
+size_t kp_batch_record_size(int64_t timestamp_delta, int32_t offset_delta, int64_t key_len,
+                            int64_t value_len, const kp_header *headers, size_t n_headers)
+{
+    size_t body = record_body_size(timestamp_delta, offset_delta, key_len, value_len, headers, n_headers);
+    return kp_varint_size((int32_t)body) + body;
+}
+
+static inline uint8_t *put_bytes(uint8_t *p, const uint8_t *src, int64_t n)
+{
+    p += kp_varint_put(p, (int32_t)n);
+    if (n > 0) {
+        memcpy(p, src, (size_t)n);
+        p += n;
+    }
+    return p;
+}
+
+kp_status kp_batch_append(kp_batch_writer *w, int64_t timestamp,
+                          const uint8_t *key, int64_t key_len,
+                          const uint8_t *value, int64_t value_len,
+                          const kp_header *headers, size_t n_headers)
+{
+    if (KP_UNLIKELY(w->count == INT32_MAX || key_len > INT32_MAX || value_len > INT32_MAX ||
+                    n_headers > INT32_MAX))
+        return KP_ERR_OVERFLOW;
+    for (size_t i = 0; i < n_headers; i++)
+        if (KP_UNLIKELY(headers[i].key_len > INT32_MAX || headers[i].value_len > INT32_MAX))
+            return KP_ERR_OVERFLOW;
+
+    if (w->count == 0) w->base_timestamp = timestamp;
+    /* Deltas are varlongs of a difference: reject wrap-around rather than encode garbage. */
+    int64_t ts_delta;
+    if (KP_UNLIKELY(__builtin_sub_overflow(timestamp, w->base_timestamp, &ts_delta)))
+        return KP_ERR_OVERFLOW;
+    int32_t offset_delta = w->count;
+
+    size_t body = record_body_size(ts_delta, offset_delta, key_len, value_len, headers, n_headers);
+    if (KP_UNLIKELY(body > INT32_MAX)) return KP_ERR_OVERFLOW;
+    size_t total = kp_varint_size((int32_t)body) + body;
+    kp_status st = kp_buf_reserve(&w->buf, total);
+    if (KP_UNLIKELY(st != KP_OK)) return st;
+
+    uint8_t *p = w->buf.data + w->buf.len;
+    p += kp_varint_put(p, (int32_t)body);        /* Length */
+    *p++ = 0;                                    /* Attributes (unused in v2) */
+    p += kp_varlong_put(p, ts_delta);            /* TimestampDelta */
+    p += kp_varint_put(p, offset_delta);         /* OffsetDelta */
+    p = put_bytes(p, key, key_len);              /* KeyLength | Key */
+    p = put_bytes(p, value, value_len);          /* ValueLength | Value */
+    p += kp_varint_put(p, (int32_t)n_headers);   /* HeadersCount */
+    for (size_t i = 0; i < n_headers; i++) {
+        p = put_bytes(p, headers[i].key, (int64_t)headers[i].key_len);  /* HeaderKey */
+        p = put_bytes(p, headers[i].value, headers[i].value_len);       /* HeaderValue */
+    }
+    KP_ASSERT((size_t)(p - (w->buf.data + w->buf.len)) == total);
+    w->buf.len += total;
+    if (timestamp > w->max_timestamp) w->max_timestamp = timestamp;
+    w->count++;
+    return KP_OK;
+}
+
+kp_status kp_batch_replace_records(kp_batch_writer *w, const uint8_t *data, size_t len)
+{
+    w->buf.len = KP_BATCH_HEADER_SIZE;
+    return kp_buf_append(&w->buf, data, len);
+}
+
+kp_status kp_batch_finish(kp_batch_writer *w, int16_t attributes, int64_t producer_id,
+                          int16_t producer_epoch, int32_t base_sequence)
+{
+    uint8_t *h = w->buf.data;
+    size_t length = w->buf.len - KP_BATCH_LOG_OVERHEAD;
+    if (KP_UNLIKELY(length > INT32_MAX)) return KP_ERR_OVERFLOW;
+    int64_t max_ts = w->count ? w->max_timestamp : w->base_timestamp;
+
+    kp_store_be64(h + KP_BATCH_OFF_BASE_OFFSET, 0);
+    kp_store_be32(h + KP_BATCH_OFF_LENGTH, (uint32_t)length);
+    kp_store_be32(h + KP_BATCH_OFF_PARTITION_LEADER_EPOCH, (uint32_t)-1);
+    h[KP_BATCH_OFF_MAGIC] = KP_BATCH_MAGIC;
+    kp_store_be16(h + KP_BATCH_OFF_ATTRIBUTES, (uint16_t)attributes);
+    kp_store_be32(h + KP_BATCH_OFF_LAST_OFFSET_DELTA, (uint32_t)(w->count - 1));
+    kp_store_be64(h + KP_BATCH_OFF_BASE_TIMESTAMP, (uint64_t)w->base_timestamp);
+    kp_store_be64(h + KP_BATCH_OFF_MAX_TIMESTAMP, (uint64_t)max_ts);
+    kp_store_be64(h + KP_BATCH_OFF_PRODUCER_ID, (uint64_t)producer_id);
+    kp_store_be16(h + KP_BATCH_OFF_PRODUCER_EPOCH, (uint16_t)producer_epoch);
+    kp_store_be32(h + KP_BATCH_OFF_BASE_SEQUENCE, (uint32_t)base_sequence);
+    kp_store_be32(h + KP_BATCH_OFF_RECORDS_COUNT, (uint32_t)w->count);
+    /* CRC last: it covers Attributes..end, all written above. */
+    uint32_t crc = kp_crc32c_update(0, h + KP_BATCH_OFF_ATTRIBUTES, w->buf.len - KP_BATCH_OFF_ATTRIBUTES);
+    kp_store_be32(h + KP_BATCH_OFF_CRC, crc);
+    return KP_OK;
+}
+
+/* ---- reader ---------------------------------------------------------- */
+
+kp_status kp_batch_read_header(const uint8_t *data, size_t len, kp_batch_info *out, kp_error *err)
+{
+    if (len < KP_BATCH_HEADER_SIZE)
+        return kp_fail(err, KP_ERR_TRUNCATED, "RecordBatch header", len, (int64_t)len);
+    out->base_offset = (int64_t)kp_load_be64(data + KP_BATCH_OFF_BASE_OFFSET);
+    out->length = (int32_t)kp_load_be32(data + KP_BATCH_OFF_LENGTH);
+    if (out->length < KP_BATCH_HEADER_SIZE - KP_BATCH_LOG_OVERHEAD)
+        return kp_fail(err, KP_ERR_INVALID, "Length", KP_BATCH_OFF_LENGTH, out->length);
+    if ((uint64_t)out->length + KP_BATCH_LOG_OVERHEAD > len)
+        return kp_fail(err, KP_ERR_TRUNCATED, "Length", KP_BATCH_OFF_LENGTH, out->length);
+    if ((uint64_t)out->length + KP_BATCH_LOG_OVERHEAD < len)
+        return kp_fail(err, KP_ERR_TRAILING, "Length", KP_BATCH_OFF_LENGTH, out->length);
+    out->partition_leader_epoch = (int32_t)kp_load_be32(data + KP_BATCH_OFF_PARTITION_LEADER_EPOCH);
+    out->magic = (int8_t)data[KP_BATCH_OFF_MAGIC];
+    if (out->magic != KP_BATCH_MAGIC)
+        return kp_fail(err, KP_ERR_MAGIC, "Magic", KP_BATCH_OFF_MAGIC, out->magic);
+    out->crc = kp_load_be32(data + KP_BATCH_OFF_CRC);
+    uint32_t actual = kp_crc32c_update(0, data + KP_BATCH_OFF_ATTRIBUTES, len - KP_BATCH_OFF_ATTRIBUTES);
+    if (actual != out->crc)
+        return kp_fail(err, KP_ERR_CRC, "CRC", KP_BATCH_OFF_CRC, (int64_t)actual);
+    out->attributes = (int16_t)kp_load_be16(data + KP_BATCH_OFF_ATTRIBUTES);
+    out->last_offset_delta = (int32_t)kp_load_be32(data + KP_BATCH_OFF_LAST_OFFSET_DELTA);
+    out->base_timestamp = (int64_t)kp_load_be64(data + KP_BATCH_OFF_BASE_TIMESTAMP);
+    out->max_timestamp = (int64_t)kp_load_be64(data + KP_BATCH_OFF_MAX_TIMESTAMP);
+    out->producer_id = (int64_t)kp_load_be64(data + KP_BATCH_OFF_PRODUCER_ID);
+    out->producer_epoch = (int16_t)kp_load_be16(data + KP_BATCH_OFF_PRODUCER_EPOCH);
+    out->base_sequence = (int32_t)kp_load_be32(data + KP_BATCH_OFF_BASE_SEQUENCE);
+    out->records_count = (int32_t)kp_load_be32(data + KP_BATCH_OFF_RECORDS_COUNT);
+    if (out->records_count < 0)
+        return kp_fail(err, KP_ERR_INVALID, "RecordsCount", KP_BATCH_OFF_RECORDS_COUNT, out->records_count);
+    if ((out->attributes & KP_ATTR_COMPRESSION_MASK) > KP_CODEC_ZSTD)
+        return kp_fail(err, KP_ERR_INVALID, "Attributes", KP_BATCH_OFF_ATTRIBUTES, out->attributes);
+    out->records = data + KP_BATCH_HEADER_SIZE;
+    out->records_len = len - KP_BATCH_HEADER_SIZE;
+    return KP_OK;
+}
+
+/* Reads a length-prefixed byte field: -1 is null, other negatives invalid. */
+static kp_status read_bytes_field(const uint8_t *buf, size_t end, size_t *pos, const uint8_t **out,
+                                  int32_t *out_len, const char *field, kp_error *err, size_t base)
+{
+    size_t start = *pos;
+    int32_t n;
+    kp_status st = kp_varint_read(buf, end, pos, &n);
+    if (st != KP_OK) return kp_fail(err, st, field, base + start, 0);
+    if (n < -1) return kp_fail(err, KP_ERR_INVALID, field, base + start, n);
+    if (n == -1) {
+        *out = NULL;
+    } else {
+        if ((size_t)n > end - *pos) return kp_fail(err, KP_ERR_TRUNCATED, field, base + start, n);
+        *out = buf + *pos;
+        *pos += (size_t)n;
+    }
+    *out_len = n;
+    return KP_OK;
+}
+
+kp_status kp_record_read(const uint8_t *buf, size_t len, size_t *pos, kp_record_view *out,
+                         kp_error *err, size_t base)
+{
+    size_t p = *pos;
+    size_t start = p;
+    int32_t rec_len;
+    kp_status st = kp_varint_read(buf, len, &p, &rec_len);
+    if (st != KP_OK) return kp_fail(err, st, "Length", base + start, 0);
+    if (rec_len < 1) return kp_fail(err, KP_ERR_INVALID, "Length", base + start, rec_len);
+    if ((size_t)rec_len > len - p) return kp_fail(err, KP_ERR_TRUNCATED, "Length", base + start, rec_len);
+    size_t end = p + (size_t)rec_len;  /* fields below may not cross the record's end */
+
+    out->attributes = (int8_t)buf[p++];
+    size_t fpos = p;
+    st = kp_varlong_read(buf, end, &p, &out->timestamp_delta);
+    if (st != KP_OK) return kp_fail(err, st, "TimestampDelta", base + fpos, 0);
+    fpos = p;
+    st = kp_varint_read(buf, end, &p, &out->offset_delta);
+    if (st != KP_OK) return kp_fail(err, st, "OffsetDelta", base + fpos, 0);
+    st = read_bytes_field(buf, end, &p, &out->key, &out->key_len, "KeyLength", err, base);
+    if (st != KP_OK) return st;
+    st = read_bytes_field(buf, end, &p, &out->value, &out->value_len, "ValueLength", err, base);
+    if (st != KP_OK) return st;
+    fpos = p;
+    st = kp_varint_read(buf, end, &p, &out->headers_count);
+    if (st != KP_OK) return kp_fail(err, st, "HeadersCount", base + fpos, 0);
+    /* Each header takes at least 2 bytes: a count beyond that is a lie. */
+    if (out->headers_count < 0 || (size_t)out->headers_count > (end - p) / 2)
+        return kp_fail(err, KP_ERR_INVALID, "HeadersCount", base + fpos, out->headers_count);
+    out->headers = buf + p;
+    out->headers_len = end - p;
+
+    /* Walk the headers now so a record is only returned whole and consistent. */
+    size_t hpos = 0;
+    kp_header h;
+    for (int32_t i = 0; i < out->headers_count; i++) {
+        st = kp_record_read_header(out, &hpos, &h, err, base + p);
+        if (st != KP_OK) return st;
+    }
+    if (hpos != out->headers_len)
+        return kp_fail(err, KP_ERR_TRAILING, "Length", base + start, rec_len);
+    *pos = end;
+    return KP_OK;
+}
+
+kp_status kp_record_read_header(const kp_record_view *rec, size_t *hpos, kp_header *out,
+                                kp_error *err, size_t base)
+{
+    const uint8_t *key, *value;
+    int32_t key_len, value_len;
+    size_t start = *hpos;
+    kp_status st = read_bytes_field(rec->headers, rec->headers_len, hpos, &key, &key_len,
+                                    "HeaderKeyLength", err, base);
+    if (st != KP_OK) return st;
+    if (key_len < 0) return kp_fail(err, KP_ERR_INVALID, "HeaderKeyLength", base + start, key_len);
+    st = read_bytes_field(rec->headers, rec->headers_len, hpos, &value, &value_len,
+                          "HeaderValueLength", err, base);
+    if (st != KP_OK) return st;
+    out->key = key;
+    out->key_len = (size_t)key_len;
+    out->value = value;
+    out->value_len = value_len;
+    return KP_OK;
+}

@@ -1,0 +1,46 @@
+/* kp_buf.c - growth policy for kp_buf: doubling, capped at SIZE_MAX / 2. */
+#include <stdlib.h>
+#include <string.h>
+#include "kp_buf.h"
+
+void kp_buf_init(kp_buf *b)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+}
+
+void kp_buf_free(kp_buf *b)
+{
+    free(b->data);
+    kp_buf_init(b);
+}
+
+kp_status kp_buf_grow(kp_buf *b, size_t extra)
+{
+    if (extra > SIZE_MAX / 2 - b->len) return KP_ERR_OVERFLOW;
+    size_t need = b->len + extra;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need) cap *= 2;
+    uint8_t *p = realloc(b->data, cap);
+    if (!p) return KP_ERR_NOMEM;
+    b->data = p;
+    b->cap = cap;
+    return KP_OK;
+}
+
+kp_status kp_buf_append(kp_buf *b, const uint8_t *src, size_t n)
+{
+    kp_status st = kp_buf_reserve(b, n);
+    if (st != KP_OK) return st;
+    if (n) memcpy(b->data + b->len, src, n);
+    b->len += n;
+    return KP_OK;
+}
+
+void kp_buf_detach(kp_buf *b, uint8_t **data, size_t *len)
+{
+    *data = b->data;
+    *len = b->len;
+    kp_buf_init(b);
+}

@@ -1,0 +1,20 @@
+# Declarations of csrc/kp_common.h.
+from libc.stdint cimport int64_t
+
+cdef extern from "kp_common.h" nogil:
+    ctypedef enum kp_status:
+        KP_OK
+        KP_ERR_NOMEM
+        KP_ERR_TRUNCATED
+        KP_ERR_VARINT
+        KP_ERR_INVALID
+        KP_ERR_MAGIC
+        KP_ERR_CRC
+        KP_ERR_FRAME_SIZE
+        KP_ERR_OVERFLOW
+        KP_ERR_TRAILING
+
+    ctypedef struct kp_error:
+        const char *field
+        size_t offset
+        int64_t value

@@ -1,0 +1,578 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled codec core: bindings over csrc/ (varint, CRC-32C, murmur2,
+record batch v2, framing). The public face is :mod:`kproducer.codec`.
+
+Status codes from C become exceptions in exactly one place, ``raise_kp_error``.
+"""
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact, PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_Check
+from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_SIZE, PyTuple_GET_ITEM
+from cpython.ref cimport PyObject
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, INT16_MIN, INT16_MAX, INT32_MIN, INT32_MAX
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
+
+from kproducer._cdefs.common cimport *
+from kproducer._cdefs.varint cimport *
+from kproducer._cdefs.crc32c cimport *
+from kproducer._cdefs.murmur2 cimport *
+from kproducer._cdefs.buf cimport *
+from kproducer._cdefs.batch cimport *
+from kproducer._cdefs.frame cimport *
+
+import time as _time
+
+from kproducer.errors import CodecError, CorruptRecordError, FrameError
+from kproducer.records import DecodedBatch, Record
+from kproducer import compression as _compression
+
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+    object PySequence_Fast(object o, const char *m)
+    Py_ssize_t PySequence_Fast_GET_SIZE(object o)
+    PyObject **PySequence_Fast_ITEMS(object o)
+
+# Largest frame the receiver accepts by default (Kafka's socket.request.max.bytes).
+DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+
+
+# ---- the one place where C status codes become Python exceptions ---------
+
+cdef int raise_kp_error(kp_status st, const kp_error *err, str what, type exc=CodecError) except -1:
+    """Raises the exception for status ``st``. ``what`` names the structure
+    being read ("record batch", "varint", "frame")."""
+    if st == KP_ERR_NOMEM:
+        raise MemoryError(f"{what}: out of memory")
+    if st == KP_ERR_OVERFLOW:
+        raise OverflowError(f"{what}: a length, count or timestamp delta does not fit its wire field")
+    field = err.field.decode("ascii") if err != NULL and err.field != NULL else None
+    offset = err.offset if err != NULL else None
+    value = err.value if err != NULL else 0
+    if st == KP_ERR_TRUNCATED:
+        msg = f"truncated {field} at byte {offset}"
+        if field in ("Length", "KeyLength", "ValueLength", "HeaderKeyLength", "HeaderValueLength"):
+            msg += f" (length {value} runs past the end)"
+    elif st == KP_ERR_VARINT:
+        msg = f"over-long varint in {field} at byte {offset}"
+    elif st == KP_ERR_INVALID:
+        msg = f"invalid {field} {value} at byte {offset}"
+    elif st == KP_ERR_MAGIC:
+        msg = f"unsupported Magic {value} at byte {offset} (expected 2)"
+    elif st == KP_ERR_CRC:
+        msg = f"CRC mismatch at byte {offset}: computed 0x{value & 0xFFFFFFFF:08x} differs from the stored CRC"
+    elif st == KP_ERR_FRAME_SIZE:
+        msg = f"invalid frame Size {value} at byte {offset}"
+    elif st == KP_ERR_TRAILING:
+        msg = f"unexpected bytes after {field} at byte {offset}"
+    else:
+        msg = f"error code {<int>st}"
+    raise exc(f"{what}: {msg}", field=field, offset=offset)
+
+
+cdef inline int get_view(object obj, Py_buffer *view, const char *what, Py_ssize_t index) except -1:
+    if PyUnicode_Check(obj):
+        raise TypeError(f"record {index}: {what.decode()} must be bytes-like or None, not str "
+                        f"(encode it, or give the producer a serializer)")
+    try:
+        PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+    except TypeError:
+        raise TypeError(f"record {index}: {what.decode()} must be bytes-like or None, "
+                        f"not {type(obj).__name__}") from None
+    return 0
+
+
+# ---- CRC-32C ------------------------------------------------------------
+
+def crc32c(data, uint32_t crc=0):
+    """CRC-32C (Castagnoli) of ``data``, continuing from ``crc``.
+
+    ``crc32c(b"123456789") == 0xE3069283``; ``crc32c(b, crc32c(a)) == crc32c(a + b)``.
+    Uses the SSE4.2 instruction when the CPU has it.
+    """
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            crc = kp_crc32c_update(crc, <const uint8_t *>view.buf, <size_t>view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return crc
+
+
+def crc32c_sw(data, uint32_t crc=0):
+    """CRC-32C by the table-driven path only (for tests and comparison)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            crc = kp_crc32c_update_sw(crc, <const uint8_t *>view.buf, <size_t>view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return crc
+
+
+def crc32c_hw(data, uint32_t crc=0):
+    """CRC-32C by the SSE4.2 path only; RuntimeError when the CPU lacks it."""
+    cdef Py_buffer view
+    if not kp_crc32c_hw_available():
+        raise RuntimeError("crc32c_hw: this CPU has no SSE4.2 crc32 instruction")
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            crc = kp_crc32c_update_hw(crc, <const uint8_t *>view.buf, <size_t>view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return crc
+
+
+def crc32c_hw_available():
+    """True when CRC-32C runs on the SSE4.2 instruction."""
+    return bool(kp_crc32c_hw_available())
+
+
+# ---- murmur2 --------------------------------------------------------------
+
+def murmur2(data):
+    """Kafka's murmur2 of ``data`` as a signed 32-bit int (Java's Utils.murmur2)."""
+    cdef Py_buffer view
+    cdef int32_t h
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    h = kp_murmur2_hash(<const uint8_t *>view.buf, <size_t>view.len)
+    PyBuffer_Release(&view)
+    return h
+
+
+def murmur2_partition(key, int32_t num_partitions):
+    """The partition Java's default partitioner picks for ``key``."""
+    cdef Py_buffer view
+    cdef int32_t p
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    PyObject_GetBuffer(key, &view, PyBUF_SIMPLE)
+    p = kp_murmur2_partition(<const uint8_t *>view.buf, <size_t>view.len, num_partitions)
+    PyBuffer_Release(&view)
+    return p
+
+
+# ---- varints --------------------------------------------------------------
+
+def encode_varint(int32_t value):
+    """Zig-zag varint bytes of an int32."""
+    cdef uint8_t out[5]
+    cdef size_t n = kp_varint_put(out, value)
+    return PyBytes_FromStringAndSize(<char *>out, n)
+
+
+def encode_varlong(int64_t value):
+    """Zig-zag varlong bytes of an int64."""
+    cdef uint8_t out[10]
+    cdef size_t n = kp_varlong_put(out, value)
+    return PyBytes_FromStringAndSize(<char *>out, n)
+
+
+def varint_size(int32_t value):
+    return kp_varint_size(value)
+
+
+def varlong_size(int64_t value):
+    return kp_varlong_size(value)
+
+
+def decode_varint(data, Py_ssize_t pos=0):
+    """Reads a zig-zag varint at ``pos``; returns ``(value, next_pos)``."""
+    cdef Py_buffer view
+    cdef int32_t out = 0
+    cdef size_t p
+    cdef kp_status st
+    cdef kp_error err
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        if pos < 0 or pos > view.len:
+            raise IndexError(f"decode_varint: pos {pos} outside 0..{view.len}")
+        p = <size_t>pos
+        st = kp_varint_read(<const uint8_t *>view.buf, <size_t>view.len, &p, &out)
+        if st != KP_OK:
+            err.field = "varint"; err.offset = <size_t>pos; err.value = 0
+            raise_kp_error(st, &err, "varint")
+    finally:
+        PyBuffer_Release(&view)
+    return out, p
+
+
+def decode_varlong(data, Py_ssize_t pos=0):
+    """Reads a zig-zag varlong at ``pos``; returns ``(value, next_pos)``."""
+    cdef Py_buffer view
+    cdef int64_t out = 0
+    cdef size_t p
+    cdef kp_status st
+    cdef kp_error err
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        if pos < 0 or pos > view.len:
+            raise IndexError(f"decode_varlong: pos {pos} outside 0..{view.len}")
+        p = <size_t>pos
+        st = kp_varlong_read(<const uint8_t *>view.buf, <size_t>view.len, &p, &out)
+        if st != KP_OK:
+            err.field = "varlong"; err.offset = <size_t>pos; err.value = 0
+            raise_kp_error(st, &err, "varlong")
+    finally:
+        PyBuffer_Release(&view)
+    return out, p
+
+
+# ---- record batch v2 --------------------------------------------------------
+
+cdef int64_t as_int64(object v, str field, Py_ssize_t index) except? -1:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"record {index}: {field} must be an int, not {type(v).__name__}")
+    try:
+        return <int64_t>v
+    except OverflowError:
+        raise OverflowError(f"record {index}: {field} {v} does not fit int64") from None
+
+
+cdef class _HeaderScratch:
+    """Reusable array of kp_header plus the objects keeping their bytes alive."""
+    cdef kp_header *items
+    cdef Py_ssize_t cap
+    cdef list keep
+
+    def __cinit__(self):
+        self.items = NULL
+        self.cap = 0
+        self.keep = []
+
+    def __dealloc__(self):
+        free(self.items)
+
+    cdef int fill(self, object headers, Py_ssize_t index) except -1:
+        """Returns the header count after filling self.items from ``headers``."""
+        cdef Py_ssize_t n, i
+        cdef Py_ssize_t klen
+        cdef const char *kp
+        cdef object hk, hv, pair
+        cdef kp_header *grown
+        if headers is None:
+            return 0
+        headers = PySequence_Fast(headers, b"headers must be a sequence of (str, bytes | None) pairs")
+        n = PySequence_Fast_GET_SIZE(headers)
+        if n > self.cap:
+            grown = <kp_header *>malloc(n * sizeof(kp_header))
+            if grown == NULL:
+                raise MemoryError()
+            free(self.items)
+            self.items = grown
+            self.cap = n
+        self.keep.clear()
+        for i in range(n):
+            pair = <object>PySequence_Fast_ITEMS(headers)[i]
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise TypeError(f"record {index}: header {i} must be a (str, bytes | None) tuple")
+            hk = pair[0]
+            hv = pair[1]
+            if not PyUnicode_Check(hk):
+                raise TypeError(f"record {index}: header {i} key must be str, not {type(hk).__name__}")
+            kp = PyUnicode_AsUTF8AndSize(hk, &klen)
+            self.items[i].key = <const uint8_t *>kp
+            self.items[i].key_len = <size_t>klen
+            if hv is None:
+                self.items[i].value = NULL
+                self.items[i].value_len = -1
+            else:
+                if not PyBytes_CheckExact(hv):
+                    if PyUnicode_Check(hv):
+                        raise TypeError(f"record {index}: header {i} ({hk!r}) value must be bytes-like or None, not str")
+                    try:
+                        hv = bytes(memoryview(hv))
+                    except TypeError:
+                        raise TypeError(f"record {index}: header {i} ({hk!r}) value must be bytes-like or None, "
+                                        f"not {type(hv).__name__}") from None
+                    self.keep.append(hv)
+                self.items[i].value = <const uint8_t *>PyBytes_AS_STRING(hv)
+                self.items[i].value_len = PyBytes_GET_SIZE(hv)
+        return <int>n
+
+
+def encode_batch(records, *, compression="none", compression_level=None,
+                 producer_id=-1, producer_epoch=-1, base_sequence=-1):
+    """Encodes ``records`` as one Kafka record batch v2 and returns its bytes.
+
+    Each record is ``(key, value)`` or ``(key, value, timestamp_ms, headers)``;
+    key and value are bytes-like or None; headers a sequence of
+    ``(str, bytes | None)`` or None. Records given as pairs are stamped with
+    the current time. ``compression`` is one of none, gzip, snappy, lz4, zstd
+    (``compression_level`` None picks Kafka's default for the codec).
+    """
+    cdef int codec = _compression.codec_id(compression)
+    level = _compression.resolve_level(compression, compression_level)
+    if isinstance(producer_id, bool) or not isinstance(producer_id, int) or not -(2**63) <= producer_id < 2**63:
+        raise ValueError(f"producer_id must be an int64, got {producer_id!r}")
+    if isinstance(producer_epoch, bool) or not isinstance(producer_epoch, int) or not INT16_MIN <= producer_epoch <= INT16_MAX:
+        raise ValueError(f"producer_epoch must be an int16, got {producer_epoch!r}")
+    if isinstance(base_sequence, bool) or not isinstance(base_sequence, int) or not INT32_MIN <= base_sequence <= INT32_MAX:
+        raise ValueError(f"base_sequence must be an int32, got {base_sequence!r}")
+
+    seq = PySequence_Fast(records, b"records must be a sequence of tuples")
+    cdef Py_ssize_t n = PySequence_Fast_GET_SIZE(seq)
+    if n == 0:
+        raise ValueError("encode_batch: records is empty (a batch holds at least one record)")
+
+    cdef kp_batch_writer w
+    cdef kp_status st
+    cdef Py_ssize_t i, tlen
+    cdef object rec, key, value, ts_obj, hdrs
+    cdef int64_t now_ms = -1, ts
+    cdef const uint8_t *kptr
+    cdef const uint8_t *vptr
+    cdef int64_t klen, vlen
+    cdef Py_buffer kview, vview
+    cdef bint khave, vhave
+    cdef Py_ssize_t nh
+    cdef _HeaderScratch scratch = _HeaderScratch()
+    cdef bytes out
+
+    st = kp_batch_init(&w, 64 + <size_t>n * 32)
+    if st != KP_OK:
+        raise_kp_error(st, NULL, "encode_batch")
+    try:
+        for i in range(n):
+            rec = <object>PySequence_Fast_ITEMS(seq)[i]
+            if not PyTuple_CheckExact(rec) and not isinstance(rec, tuple):
+                raise TypeError(f"record {i}: expected a tuple (key, value) or (key, value, timestamp_ms, headers), "
+                                f"not {type(rec).__name__}")
+            tlen = PyTuple_GET_SIZE(rec)
+            if tlen == 2:
+                if now_ms < 0:
+                    now_ms = <int64_t>(_time.time() * 1000)
+                ts = now_ms
+                nh = 0
+            elif tlen == 4:
+                ts_obj = <object>PyTuple_GET_ITEM(rec, 2)
+                if ts_obj is None:
+                    if now_ms < 0:
+                        now_ms = <int64_t>(_time.time() * 1000)
+                    ts = now_ms
+                else:
+                    ts = as_int64(ts_obj, "timestamp_ms", i)
+                nh = scratch.fill(<object>PyTuple_GET_ITEM(rec, 3), i)
+            else:
+                raise TypeError(f"record {i}: expected 2 or 4 fields (key, value[, timestamp_ms, headers]), got {tlen}")
+            key = <object>PyTuple_GET_ITEM(rec, 0)
+            value = <object>PyTuple_GET_ITEM(rec, 1)
+            khave = vhave = False
+            try:
+                if key is None:
+                    kptr = NULL; klen = -1
+                elif PyBytes_CheckExact(key):
+                    kptr = <const uint8_t *>PyBytes_AS_STRING(key); klen = PyBytes_GET_SIZE(key)
+                else:
+                    get_view(key, &kview, b"key", i); khave = True
+                    kptr = <const uint8_t *>kview.buf; klen = kview.len
+                if value is None:
+                    vptr = NULL; vlen = -1
+                elif PyBytes_CheckExact(value):
+                    vptr = <const uint8_t *>PyBytes_AS_STRING(value); vlen = PyBytes_GET_SIZE(value)
+                else:
+                    get_view(value, &vview, b"value", i); vhave = True
+                    vptr = <const uint8_t *>vview.buf; vlen = vview.len
+                st = kp_batch_append(&w, ts, kptr, klen, vptr, vlen, scratch.items, <size_t>nh)
+            finally:
+                if khave:
+                    PyBuffer_Release(&kview)
+                if vhave:
+                    PyBuffer_Release(&vview)
+            if st != KP_OK:
+                raise_kp_error(st, NULL, f"encode_batch: record {i}")
+
+        if codec != 0:
+            section = memoryview(<char[:w.buf.len - KP_BATCH_HEADER_SIZE]>(<char *>w.buf.data + KP_BATCH_HEADER_SIZE))
+            compressed = _compression.compress(codec, section, level)
+            del section
+            st = kp_batch_replace_records(&w, <const uint8_t *>PyBytes_AS_STRING(compressed),
+                                          <size_t>PyBytes_GET_SIZE(compressed))
+            if st != KP_OK:
+                raise_kp_error(st, NULL, "encode_batch")
+        st = kp_batch_finish(&w, <int16_t>codec, <int64_t>producer_id, <int16_t>producer_epoch,
+                             <int32_t>base_sequence)
+        if st != KP_OK:
+            raise_kp_error(st, NULL, "encode_batch")
+        out = PyBytes_FromStringAndSize(<char *>w.buf.data, <Py_ssize_t>w.buf.len)
+    finally:
+        kp_batch_free(&w)
+    return out
+
+
+cdef inline object opt_bytes(const uint8_t *p, int32_t n):
+    if n < 0:
+        return None
+    return PyBytes_FromStringAndSize(<const char *>p, n)
+
+
+def decode_batch(data):
+    """Decodes one record batch v2, validating every length, count, the magic
+    and the CRC. Raises :class:`~kproducer.errors.CorruptRecordError` naming
+    the field and byte offset on bad input. Offsets inside a compressed
+    batch's records refer to the decompressed Records section."""
+    cdef Py_buffer view
+    cdef kp_batch_info info
+    cdef kp_error err
+    cdef kp_status st
+    cdef kp_record_view rv
+    cdef kp_header hd
+    cdef size_t pos, hpos, base, rlen
+    cdef const uint8_t *rbuf
+    cdef int32_t i, j
+    cdef int codec
+    cdef bytes plain
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        st = kp_batch_read_header(<const uint8_t *>view.buf, <size_t>view.len, &info, &err)
+        if st != KP_OK:
+            raise_kp_error(st, &err, "record batch", CorruptRecordError)
+        codec = info.attributes & KP_ATTR_COMPRESSION_MASK
+        where = "record batch"
+        if codec == 0:
+            rbuf = info.records
+            rlen = info.records_len
+            base = KP_BATCH_HEADER_SIZE
+        else:
+            section = memoryview(<char[:info.records_len]>(<char *>info.records)) if info.records_len else b""
+            plain = _compression.decompress(codec, section)
+            del section
+            rbuf = <const uint8_t *>PyBytes_AS_STRING(plain)
+            rlen = <size_t>PyBytes_GET_SIZE(plain)
+            base = 0
+            where = f"record batch ({_compression.CODEC_NAMES[codec]} records, offsets in the decompressed section)"
+        records = []
+        pos = 0
+        for i in range(info.records_count):
+            if pos >= rlen:
+                err.field = "RecordsCount"; err.offset = 57; err.value = info.records_count
+                raise CorruptRecordError(
+                    f"{where}: RecordsCount {info.records_count} at byte 57 but only {i} records present",
+                    field="RecordsCount", offset=57)
+            st = kp_record_read(rbuf, rlen, &pos, &rv, &err, base)
+            if st != KP_OK:
+                raise_kp_error(st, &err, f"{where}, record {i}", CorruptRecordError)
+            headers = []
+            hpos = 0
+            for j in range(rv.headers_count):
+                kp_record_read_header(&rv, &hpos, &hd, &err, 0)  # validated by kp_record_read
+                try:
+                    hkey = (<const char *>hd.key)[:hd.key_len].decode("utf-8")
+                except UnicodeDecodeError:
+                    raise CorruptRecordError(f"{where}, record {i}: header {j} key is not valid UTF-8",
+                                             field="HeaderKey", offset=None) from None
+                headers.append((hkey, opt_bytes(hd.value, <int32_t>hd.value_len)))
+            records.append(Record(rv.offset_delta, info.base_timestamp + rv.timestamp_delta,
+                                  opt_bytes(rv.key, rv.key_len), opt_bytes(rv.value, rv.value_len),
+                                  headers, rv.attributes))
+        if pos != rlen:
+            raise CorruptRecordError(
+                f"{where}: {rlen - pos} bytes after the last of RecordsCount={info.records_count} records "
+                f"at byte {base + pos}", field="RecordsCount", offset=base + pos)
+        return DecodedBatch(
+            base_offset=info.base_offset, length=info.length,
+            partition_leader_epoch=info.partition_leader_epoch, magic=info.magic, crc=info.crc,
+            attributes=info.attributes, compression=_compression.CODEC_NAMES[codec],
+            timestamp_type="log_append" if info.attributes & KP_ATTR_TIMESTAMP_TYPE else "create",
+            is_transactional=bool(info.attributes & KP_ATTR_TRANSACTIONAL),
+            is_control=bool(info.attributes & KP_ATTR_CONTROL),
+            last_offset_delta=info.last_offset_delta, base_timestamp=info.base_timestamp,
+            max_timestamp=info.max_timestamp, producer_id=info.producer_id,
+            producer_epoch=info.producer_epoch, base_sequence=info.base_sequence,
+            records_count=info.records_count, records=records)
+    finally:
+        PyBuffer_Release(&view)
+
+
+# ---- framing ----------------------------------------------------------------
+
+def frame(payload):
+    """Returns ``payload`` preceded by its 4-byte big-endian size."""
+    cdef Py_buffer view
+    cdef bytes out
+    cdef char *p
+    cdef kp_status st
+    PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
+    try:
+        if <size_t>view.len > <size_t>INT32_MAX:
+            raise OverflowError(f"frame: payload of {view.len} bytes exceeds the int32 Size field")
+        out = PyBytes_FromStringAndSize(NULL, view.len + 4)
+        p = PyBytes_AS_STRING(out)
+        st = kp_frame_put_size(<uint8_t *>p, <size_t>view.len)
+        if st != KP_OK:
+            raise_kp_error(st, NULL, "frame")
+        memcpy(p + 4, view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return out
+
+
+cdef class FrameReceiver:
+    """Incremental receiver of size-prefixed frames.
+
+    ``feed(data)`` accepts bytes in any split and returns the list of frame
+    bodies completed by them. A negative size or one above ``max_size`` raises
+    :class:`~kproducer.errors.FrameError`; the stream is then unusable.
+    """
+    cdef kp_frame_rx rx
+    cdef bint broken
+
+    def __cinit__(self, int32_t max_size=DEFAULT_MAX_FRAME_SIZE):
+        if max_size < 0:
+            raise ValueError(f"max_size must be >= 0, got {max_size}")
+        kp_frame_rx_init(&self.rx, max_size)
+        self.broken = False
+
+    def __dealloc__(self):
+        kp_frame_rx_free(&self.rx)
+
+    @property
+    def max_size(self):
+        return self.rx.max_size
+
+    @property
+    def buffered(self):
+        """Bytes of an incomplete frame held so far (size prefix included)."""
+        if self.rx.body_size < 0:
+            return self.rx.size_have
+        return 4 + self.rx.body.len
+
+    def feed(self, data):
+        cdef Py_buffer view
+        cdef size_t pos = 0, used = 0, blen = 0
+        cdef int complete = 0
+        cdef kp_status st
+        cdef kp_error err
+        cdef uint8_t *body = NULL
+        cdef list frames = []
+        if self.broken:
+            raise FrameError("frame receiver: the stream already failed; open a new connection")
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            while True:
+                st = kp_frame_rx_feed(&self.rx, <const uint8_t *>view.buf + pos, <size_t>view.len - pos,
+                                      &used, &complete, &err)
+                pos += used
+                if st != KP_OK:
+                    self.broken = True
+                    if st == KP_ERR_FRAME_SIZE:
+                        raise FrameError(
+                            f"frame: invalid Size {err.value} at stream byte {err.offset} "
+                            f"(must be 0..{self.rx.max_size})", field="Size", offset=err.offset)
+                    raise_kp_error(st, &err, "frame", FrameError)
+                if not complete:
+                    break
+                kp_frame_rx_take(&self.rx, &body, &blen)
+                try:
+                    frames.append(PyBytes_FromStringAndSize(<char *>body, <Py_ssize_t>blen))
+                finally:
+                    free(body)
+                if pos >= <size_t>view.len:
+                    break
+        finally:
+            PyBuffer_Release(&view)
+        return frames

@@ -1,0 +1,69 @@
+"""Exceptions raised by kproducer.
+
+Every error kproducer raises derives from :class:`KafkaError`. Errors from the
+compiled codec carry the Kafka field name and the byte offset where decoding
+stopped, so a bad batch or frame can be located without a debugger.
+"""
+
+from __future__ import annotations
+
+
+class KafkaError(Exception):
+    """Base class of every kproducer error."""
+
+
+class CodecError(KafkaError, ValueError):
+    """Malformed or unencodable wire data.
+
+    ``field`` is Kafka's name for the field (``"KeyLength"``, ``"CRC"``) and
+    ``offset`` the byte offset into the input where that field starts; either
+    may be ``None`` when it does not apply.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, offset: int | None = None):
+        super().__init__(message)
+        self.field = field
+        self.offset = offset
+
+
+class CorruptRecordError(CodecError):
+    """A record batch failed validation (length, count, magic or CRC)."""
+
+
+class FrameError(CodecError):
+    """A size-prefixed frame was negative or above the receiver's limit."""
+
+
+class ProtocolError(KafkaError):
+    """A request could not be encoded or a response could not be decoded."""
+
+
+class UnsupportedVersionError(ProtocolError):
+    """No API version is supported by both kproducer and the broker."""
+
+
+class BrokerResponseError(KafkaError):
+    """A broker answered with a non-zero error code.
+
+    ``code`` is Kafka's numeric error code and ``name`` its symbolic name
+    (``"NOT_LEADER_OR_FOLLOWER"``).
+    """
+
+    def __init__(self, code: int, name: str, message: str | None = None):
+        super().__init__(f"{name} ({code})" + (f": {message}" if message else ""))
+        self.code = code
+        self.name = name
+
+
+class ProtocolDecodeError(ProtocolError):
+    """A response could not be decoded: truncated, malformed or hostile bytes.
+
+    ``field`` names the Kafka field being read (``"MetadataResponsePartition.LeaderId"``)
+    and ``offset`` is the byte offset into the decoded buffer where that read
+    started; either may be ``None`` when it does not apply.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, offset: int | None = None):
+        super().__init__(message)
+        self.field = field
+        self.offset = offset
