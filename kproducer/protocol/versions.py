@@ -1,0 +1,94 @@
+"""API keys, the versions kproducer implements, and version negotiation.
+
+Every connection starts with ApiVersions; for each API the client then uses the
+highest version both sides support (KIP-35). ``SUPPORTED_VERSIONS`` is the
+client side of that intersection and must match the schemas in
+:mod:`kproducer.protocol.messages` (a test checks it).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Mapping, Tuple
+
+from ..errors import UnsupportedVersionError
+
+# API keys (Apache Kafka protocol guide, "Api Keys").
+PRODUCE = 0
+METADATA = 3
+SASL_HANDSHAKE = 17
+API_VERSIONS = 18
+CREATE_TOPICS = 19
+INIT_PRODUCER_ID = 22
+SASL_AUTHENTICATE = 36
+
+API_NAMES: Dict[int, str] = {
+    PRODUCE: "Produce",
+    METADATA: "Metadata",
+    SASL_HANDSHAKE: "SaslHandshake",
+    API_VERSIONS: "ApiVersions",
+    CREATE_TOPICS: "CreateTopics",
+    INIT_PRODUCER_ID: "InitProducerId",
+    SASL_AUTHENTICATE: "SaslAuthenticate",
+}
+
+# What kproducer implements, {api_key: (min, max)} inclusive.
+#  - Produce starts at 3: the first version carrying record batch v2 (magic 2),
+#    the only format kproducer writes.
+#  - Metadata 12 and CreateTopics 7 are the newest versions Tansu 0.6 speaks
+#    and the newest whose layouts differ only by fields we decode.
+#  - Produce 11 / InitProducerId 5 are the last versions before KIP-890 part 2
+#    changes transactional semantics (Produce 12 implies AddPartitionsToTxn).
+SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
+    PRODUCE: (3, 11),
+    METADATA: (0, 12),
+    API_VERSIONS: (0, 4),
+    CREATE_TOPICS: (0, 7),
+    INIT_PRODUCER_ID: (0, 5),
+}
+
+
+def api_name(api_key: int) -> str:
+    return API_NAMES.get(api_key, f"ApiKey{api_key}")
+
+
+def pick_version(api_key: int, broker_min: int, broker_max: int) -> int:
+    """Highest version of ``api_key`` supported by both kproducer and the broker.
+
+    Raises :class:`~kproducer.errors.UnsupportedVersionError` naming the API
+    when the ranges do not overlap or kproducer does not implement the API.
+    """
+    name = api_name(api_key)
+    ours = SUPPORTED_VERSIONS.get(api_key)
+    if ours is None:
+        raise UnsupportedVersionError(f"kproducer does not implement {name} (API key {api_key})")
+    lo = max(ours[0], broker_min)
+    hi = min(ours[1], broker_max)
+    if lo > hi:
+        raise UnsupportedVersionError(
+            f"no common {name} version (API key {api_key}): kproducer supports "
+            f"{ours[0]}-{ours[1]}, broker supports {broker_min}-{broker_max}")
+    return hi
+
+
+def pick_versions(broker_versions: Mapping[int, Tuple[int, int]],
+                  required=(PRODUCE, METADATA)) -> Dict[int, int]:
+    """Pick a version for every API both sides know.
+
+    ``broker_versions`` maps api_key -> (min, max) as advertised in the
+    ApiVersions response. APIs in ``required`` must be usable, otherwise
+    :class:`UnsupportedVersionError` is raised; others are left out when absent.
+    """
+    picked: Dict[int, int] = {}
+    for api_key in SUPPORTED_VERSIONS:
+        rng = broker_versions.get(api_key)
+        if rng is None:
+            if api_key in required:
+                raise UnsupportedVersionError(
+                    f"broker does not support {api_name(api_key)} (API key {api_key})")
+            continue
+        try:
+            picked[api_key] = pick_version(api_key, rng[0], rng[1])
+        except UnsupportedVersionError:
+            if api_key in required:
+                raise
+    return picked

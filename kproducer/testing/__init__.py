@@ -1,0 +1,9 @@
+"""Test helpers: a throwaway Tansu broker and a minimal blocking client.
+
+Pure Python; nothing here imports the compiled codec.
+"""
+
+from .broker import BrokerStartError, TansuBroker, free_port
+from .client import BlockingClient
+
+__all__ = ["TansuBroker", "BrokerStartError", "BlockingClient", "free_port"]
