@@ -511,8 +511,14 @@ def decode_batch(data):
             rlen = <size_t>PyBytes_GET_SIZE(plain)
             base = 0
             where = f"record batch ({_compression.CODEC_NAMES[codec]} records, offsets in the decompressed section)"
+        log_append = bool(info.attributes & KP_ATTR_TIMESTAMP_TYPE)
+        if info.last_offset_delta < 0:
+            raise CorruptRecordError(f"{where}: negative LastOffsetDelta {info.last_offset_delta} at byte 23",
+                                     field="LastOffsetDelta", offset=23)
         records = []
         pos = 0
+        prev_delta = -1
+        seen_max = None
         for i in range(info.records_count):
             if pos >= rlen:
                 err.field = "RecordsCount"; err.offset = 57; err.value = info.records_count
@@ -532,13 +538,32 @@ def decode_batch(data):
                     raise CorruptRecordError(f"{where}, record {i}: header {j} key is not valid UTF-8",
                                              field="HeaderKey", offset=None) from None
                 headers.append((hkey, opt_bytes(hd.value, <int32_t>hd.value_len)))
-            records.append(Record(rv.offset_delta, info.base_timestamp + rv.timestamp_delta,
+            if not prev_delta < rv.offset_delta <= info.last_offset_delta:
+                raise CorruptRecordError(
+                    f"{where}, record {i}: OffsetDelta {rv.offset_delta} is not in "
+                    f"{prev_delta + 1}..{info.last_offset_delta}", field="OffsetDelta", offset=None)
+            prev_delta = rv.offset_delta
+            ts = info.base_timestamp + rv.timestamp_delta
+            if not -(2**63) <= ts < 2**63:
+                raise CorruptRecordError(f"{where}, record {i}: BaseTimestamp + TimestampDelta overflows int64",
+                                         field="TimestampDelta", offset=None)
+            if seen_max is None or ts > seen_max:
+                seen_max = ts
+            records.append(Record(rv.offset_delta, info.max_timestamp if log_append else ts,
                                   opt_bytes(rv.key, rv.key_len), opt_bytes(rv.value, rv.value_len),
                                   headers, rv.attributes))
         if pos != rlen:
             raise CorruptRecordError(
                 f"{where}: {rlen - pos} bytes after the last of RecordsCount={info.records_count} records "
                 f"at byte {base + pos}", field="RecordsCount", offset=base + pos)
+        if records and prev_delta != info.last_offset_delta:
+            raise CorruptRecordError(
+                f"{where}: LastOffsetDelta at byte 23 is {info.last_offset_delta} but the last record's "
+                f"OffsetDelta is {prev_delta}", field="LastOffsetDelta", offset=23)
+        if records and not log_append and seen_max != info.max_timestamp:
+            raise CorruptRecordError(
+                f"{where}: MaxTimestamp at byte 35 is {info.max_timestamp} but the largest record "
+                f"timestamp is {seen_max}", field="MaxTimestamp", offset=35)
         return DecodedBatch(
             base_offset=info.base_offset, length=info.length,
             partition_leader_epoch=info.partition_leader_epoch, magic=info.magic, crc=info.crc,

@@ -15,7 +15,7 @@ and aiokafka can be checked against something readable:
   :class:`~kproducer.errors.CorruptRecordError` on bad input.
 - :func:`frame` and :class:`FrameReceiver` -- the 4-byte size-prefixed framing.
 
-Only the standard library and cramjam are used; speed is not a goal (``crc32c`` runs at a
+Only the standard library and kproducer.compression (cramjam) are used; speed is not a goal (``crc32c`` runs at a
 few MB/s), clarity is.
 
 Wire layout written by :func:`encode_batch` (big-endian; offsets from the start)::
@@ -66,8 +66,8 @@ import struct
 import time
 from typing import Sequence
 
-import cramjam
 
+from kproducer import compression as _compression
 from kproducer.errors import CorruptRecordError, FrameError
 from kproducer.records import DecodedBatch, Record
 
@@ -104,14 +104,12 @@ BATCH_HEADER_SIZE = 61
 _LOG_OVERHEAD = 12  # BaseOffset + Length: the bytes Length does not count
 _MIN_LENGTH = BATCH_HEADER_SIZE - _LOG_OVERHEAD  # 49
 
-CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-CODEC_NAMES = {v: k for k, v in CODECS.items()}
-# (lowest, highest, default) per codec, Kafka's ranges (KIP-390); other codecs take no level.
-LEVELS = {
-    "gzip": (1, 9, 6),
-    "lz4": (1, 17, 9),
-    "zstd": (-131072, 22, 3),
-}
+# Compression itself (cramjam calls, levels, xerial/LZ4 framing checks) is shared with the
+# compiled path in kproducer.compression: it is library glue, not codec logic, and sharing
+# it keeps compressed output byte-identical. Record and batch layout stay independent here.
+CODECS = _compression.CODEC_IDS
+CODEC_NAMES = _compression.CODEC_NAMES
+LEVELS = _compression.LEVELS
 
 _ATTR_CODEC_MASK = 0x07
 _ATTR_TIMESTAMP_TYPE = 0x08
@@ -333,35 +331,6 @@ def _nullable(obj, what: str) -> bytes:
     return encode_varint(len(data)) + data
 
 
-def _resolve_level(name: str, level) -> int | None:
-    if name not in LEVELS:
-        if level is not None:
-            raise ValueError(f"compression_level must be None for {name!r} (got {level!r})")
-        return None
-    lo, hi, default = LEVELS[name]
-    if level is None:
-        return default
-    if isinstance(level, bool) or not isinstance(level, int):
-        raise TypeError(f"compression_level must be an int or None, not {type(level).__name__}")
-    if not lo <= level <= hi:
-        raise ValueError(f"compression_level {level} out of range for {name} ({lo}..{hi})")
-    return level
-
-
-def _compress(name: str, data: bytes, level: int | None) -> bytes:
-    if name == "gzip":
-        return bytes(cramjam.gzip.compress(data, level=level))
-    if name == "snappy":
-        return bytes(cramjam.snappy.compress_raw(data))
-    if name == "lz4":
-        c = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
-        c.compress(data)
-        return bytes(c.finish())
-    if name == "zstd":
-        return bytes(cramjam.zstd.compress(data, level=level))
-    return data
-
-
 def _encode_record(index: int, offset_delta: int, ts_delta: int, key, value, headers) -> bytes:
     body = bytearray(b"\x00")  # Attributes int8: unused, 0
     body += encode_varlong(ts_delta)  # TimestampDelta
@@ -412,7 +381,7 @@ def encode_batch(records: Sequence[tuple], *, compression: str = "none",
     if not isinstance(compression, str) or compression not in CODECS:
         raise ValueError(
             f"compression: unknown codec {compression!r}; expected one of {', '.join(CODECS)}")
-    level = _resolve_level(compression, compression_level)
+    level = _compression.resolve_level(compression, compression_level)
     # Out-of-range producer fields are ValueError (the compiled writer's choice); an
     # out-of-range timestamp or TimestampDelta is OverflowError in both.
     for name, wire, value, lo, hi in (
@@ -466,7 +435,8 @@ def encode_batch(records: Sequence[tuple], *, compression: str = "none",
                 f"record {i}: TimestampDelta {delta} (timestamp_ms - BaseTimestamp) out of int64 range")
         out += _encode_record(i, i, delta, key, value, headers)
 
-    records_section = _compress(compression, bytes(out), level)
+    records_section = (bytes(out) if compression == "none" else
+                       _compression.compress(CODECS[compression], bytes(out), level))
     total = BATCH_HEADER_SIZE + len(records_section)
     if total - _LOG_OVERHEAD > INT32_MAX:
         raise OverflowError(f"batch of {total} bytes is too large (Length is an int32)")
@@ -492,95 +462,6 @@ def encode_batch(records: Sequence[tuple], *, compression: str = "none",
 
 
 # --------------------------------------------------------------------------- decoder
-
-def _snappy_decompress(data: bytes) -> bytes:
-    if data[:8] != _XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(data))
-    # xerial framing (snappy-java's SnappyOutputStream, what Java Kafka writes): a 16-byte
-    # header, then [int32 BE chunk length][raw snappy block] repeated. Version and
-    # compatible-version are not checked: some writers get their byte order wrong
-    # (kafka-python issue #2414, redpanda).
-    if len(data) < _XERIAL_HEADER_SIZE:
-        raise CorruptRecordError(
-            f"truncated xerial snappy header ({len(data)} of 16 bytes) at byte 61 of the batch",
-            field="Records", offset=BATCH_HEADER_SIZE)
-    out = []
-    pos = _XERIAL_HEADER_SIZE
-    while pos < len(data):
-        at = BATCH_HEADER_SIZE + pos
-        if len(data) - pos < 4:
-            raise CorruptRecordError(
-                f"truncated xerial snappy chunk length at byte {at} of the batch",
-                field="Records", offset=at)
-        (size,) = struct.unpack_from(">i", data, pos)
-        if size < 0 or size > len(data) - pos - 4:
-            raise CorruptRecordError(
-                f"xerial snappy chunk length {size} at byte {at} of the batch exceeds the "
-                f"{len(data) - pos - 4} bytes left", field="Records", offset=at)
-        try:
-            out.append(bytes(cramjam.snappy.decompress_raw(data[pos + 4:pos + 4 + size])))
-        except Exception as exc:
-            raise CorruptRecordError(
-                f"cannot decompress the xerial snappy chunk at byte {at} of the batch: {exc}",
-                field="Records", offset=at) from None
-        pos += 4 + size
-    return b"".join(out)
-
-
-_LZ4_MAGIC = b"\x04\x22\x4d\x18"
-
-
-def _check_lz4_frame(data: bytes) -> None:
-    """Refuses LZ4 frame descriptors that Java Kafka's reader refuses.
-
-    KafkaLZ4BlockInputStream validates FLG and BD (KafkaLZ4BlockOutputStream.FLG/BD.validate):
-    version 01, reserved bits 0, independent blocks (KIP-57), block size id 4..7. librdkafka
-    and cramjam read linked blocks fine, so only this check catches a writer that links them.
-    """
-    at = BATCH_HEADER_SIZE
-    if len(data) < 7 or data[:4] != _LZ4_MAGIC:
-        raise CorruptRecordError(
-            f"the lz4 Records section at byte {at} of the batch is not an LZ4 frame "
-            f"(magic {data[:4].hex() or 'missing'})", field="Records", offset=at)
-    flg, bd = data[4], data[5]
-    problem = None
-    if flg >> 6 != 1:
-        problem = f"frame version {flg >> 6} (must be 1)"
-    elif not flg & 0x20:
-        problem = "linked blocks (FLG B.Indep = 0), which Kafka's Java reader refuses (KIP-57)"
-    elif flg & 0x03:
-        problem = f"reserved FLG bits set (FLG 0x{flg:02x})"
-    elif bd & 0x8F or not 4 <= (bd >> 4) & 7 <= 7:
-        problem = f"invalid block descriptor BD 0x{bd:02x}"
-    if problem:
-        raise CorruptRecordError(
-            f"the LZ4 frame at byte {at} of the batch has {problem}", field="Records", offset=at + 4)
-
-
-def _decompress(name: str, data: bytes) -> bytes:
-    if name == "lz4":
-        _check_lz4_frame(data)
-    try:
-        if name == "gzip":
-            return bytes(cramjam.gzip.decompress(data))
-        if name == "snappy":
-            return _snappy_decompress(data)
-        if name == "lz4":
-            return bytes(cramjam.lz4.decompress(data))
-        if name == "zstd":
-            return bytes(cramjam.zstd.decompress(data))
-    except CorruptRecordError:
-        raise
-    except BaseException as exc:
-        # cramjam raises its own DecompressionError; a Rust panic would surface as
-        # pyo3's PanicException, which derives from BaseException.
-        if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
-            raise
-        raise CorruptRecordError(
-            f"cannot decompress the {name} Records section at byte 61 of the batch: {exc}",
-            field="Records", offset=BATCH_HEADER_SIZE) from None
-    raise AssertionError(name)
-
 
 class _Cursor:
     """Reads the (decompressed) Records section, locating errors in the caller's terms."""
@@ -742,7 +623,7 @@ def decode_batch(data) -> DecodedBatch:
     if compression == "none":
         cur = _Cursor(buf, BATCH_HEADER_SIZE, "of the batch")
     else:
-        section = _decompress(compression, buf[BATCH_HEADER_SIZE:])
+        section = _compression.decompress(codec, buf[BATCH_HEADER_SIZE:])
         cur = _Cursor(section, 0, "of the decompressed records section")
     end = len(cur.buf)
 

@@ -36,6 +36,7 @@ LEVELS = {
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = 16  # magic(8) + version int32 + compatible-version int32
+_RECORDS_AT = 61    # where the Records section starts in a batch, for error offsets
 
 
 def codec_id(name: str) -> int:
@@ -80,43 +81,94 @@ def compress(codec: int, data, level: int | None) -> bytes:
     raise ValueError(f"compression: codec id {codec} has no compressor")
 
 
-def _snappy_xerial(data: bytes) -> bytes:
+def _snappy_decompress(data: bytes) -> bytes:
+    if data[:8] != _XERIAL_MAGIC:
+        return bytes(cramjam.snappy.decompress_raw(data))
+    # xerial framing (snappy-java's SnappyOutputStream, what Java Kafka writes): a 16-byte
+    # header, then [int32 BE chunk length][raw snappy block] repeated. Version and
+    # compatible-version are not checked: some writers get their byte order wrong
+    # (kafka-python issue #2414).
+    if len(data) < _XERIAL_HEADER:
+        raise CorruptRecordError(
+            f"truncated xerial snappy header ({len(data)} of 16 bytes) at byte 61 of the batch",
+            field="Records", offset=_RECORDS_AT)
     out = []
     pos = _XERIAL_HEADER
     while pos < len(data):
+        at = _RECORDS_AT + pos
         if len(data) - pos < 4:
             raise CorruptRecordError(
-                f"truncated xerial snappy chunk length at byte {pos} of the compressed records",
-                field="Records", offset=pos)
-        (n,) = struct.unpack_from(">i", data, pos)
-        if n < 0 or n > len(data) - pos - 4:
+                f"truncated xerial snappy chunk length at byte {at} of the batch",
+                field="Records", offset=at)
+        (size,) = struct.unpack_from(">i", data, pos)
+        if size < 0 or size > len(data) - pos - 4:
             raise CorruptRecordError(
-                f"invalid xerial snappy chunk length {n} at byte {pos} of the compressed records",
-                field="Records", offset=pos)
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos + 4:pos + 4 + n])))
-        pos += 4 + n
+                f"xerial snappy chunk length {size} at byte {at} of the batch exceeds the "
+                f"{len(data) - pos - 4} bytes left", field="Records", offset=at)
+        try:
+            out.append(bytes(cramjam.snappy.decompress_raw(data[pos + 4:pos + 4 + size])))
+        except Exception as exc:
+            raise CorruptRecordError(
+                f"cannot decompress the xerial snappy chunk at byte {at} of the batch: {exc}",
+                field="Records", offset=at) from None
+        pos += 4 + size
     return b"".join(out)
+
+
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+
+
+def _check_lz4_frame(data: bytes) -> None:
+    """Refuses LZ4 frame descriptors that Java Kafka's reader refuses.
+
+    KafkaLZ4BlockInputStream validates FLG and BD: version 01, reserved bits 0,
+    independent blocks (KIP-57), block size id 4..7. librdkafka and cramjam read linked
+    blocks fine, so only this check catches a writer that links them.
+    """
+    at = _RECORDS_AT
+    if len(data) < 7 or data[:4] != _LZ4_MAGIC:
+        raise CorruptRecordError(
+            f"the lz4 Records section at byte {at} of the batch is not an LZ4 frame "
+            f"(magic {data[:4].hex() or 'missing'})", field="Records", offset=at)
+    flg, bd = data[4], data[5]
+    problem = None
+    if flg >> 6 != 1:
+        problem = f"frame version {flg >> 6} (must be 1)"
+    elif not flg & 0x20:
+        problem = "linked blocks (FLG B.Indep = 0), which Kafka's Java reader refuses (KIP-57)"
+    elif flg & 0x03:
+        problem = f"reserved FLG bits set (FLG 0x{flg:02x})"
+    elif bd & 0x8F or not 4 <= (bd >> 4) & 7 <= 7:
+        problem = f"invalid block descriptor BD 0x{bd:02x}"
+    if problem:
+        raise CorruptRecordError(
+            f"the LZ4 frame at byte {at} of the batch has {problem}", field="Records", offset=at + 4)
 
 
 def decompress(codec: int, data) -> bytes:
     """Decompresses a Records section; any codec failure is a CorruptRecordError."""
     data = bytes(data)
+    name = CODEC_NAMES.get(codec)
+    if name is None or codec == 0:
+        raise CorruptRecordError(f"unknown compression codec id {codec} in Attributes at byte 21",
+                                 field="Attributes", offset=21)
+    if codec == 3:
+        _check_lz4_frame(data)
     try:
         if codec == 1:
             return bytes(cramjam.gzip.decompress(data))
         if codec == 2:
-            if data[:8] == _XERIAL_MAGIC:
-                return _snappy_xerial(data)
-            return bytes(cramjam.snappy.decompress_raw(data))
+            return _snappy_decompress(data)
         if codec == 3:
             return bytes(cramjam.lz4.decompress(data))
-        if codec == 4:
-            return bytes(cramjam.zstd.decompress(data))
+        return bytes(cramjam.zstd.decompress(data))
     except CorruptRecordError:
         raise
-    except Exception as exc:  # cramjam raises its own DecompressionError and ValueErrors
+    except BaseException as exc:
+        # cramjam raises its own DecompressionError; a Rust panic surfaces as pyo3's
+        # PanicException, which derives from BaseException.
+        if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+            raise
         raise CorruptRecordError(
-            f"cannot decompress {CODEC_NAMES.get(codec, codec)} records: {exc}",
-            field="Records", offset=61) from None
-    raise CorruptRecordError(f"unknown compression codec id {codec} in Attributes",
-                             field="Attributes", offset=21)
+            f"cannot decompress {name} records at byte 61 of the batch: {exc}",
+            field="Records", offset=_RECORDS_AT) from None

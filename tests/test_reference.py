@@ -35,6 +35,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kproducer import _reference as ref
+from kproducer import compression
 from kproducer.errors import CorruptRecordError, FrameError
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -727,7 +728,7 @@ def test_decode_compressed_errors_name_the_section(codec):
     expect_corrupt(refix(good[:61] + b"\x13garbage-garbage-garbage"), field="Records", offset=61)
     # Valid compression of a bad records section: offsets count in the decompressed section.
     section = simple_record(b"k", b"v", 0, 0) + raw_record(b"\x00", V(1), V(1), V(-5))
-    compressed = ref._compress(codec, section, ref.LEVELS.get(codec, (0, 0, None))[2])
+    compressed = compression.compress(CODEC_ID[codec], section, ref.LEVELS.get(codec, (0, 0, None))[2])
     err = expect_corrupt(raw_batch(compressed, 2, attributes=CODEC_ID[codec], base_ts=10, max_ts=11),
                          field="KeyLength")
     assert err.offset == len(simple_record(b"k", b"v", 0, 0)) + 4
