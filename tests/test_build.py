@@ -1,0 +1,98 @@
+"""Build checks: the wheel works without the source tree, the sanitizer build runs the
+codec tests clean, and the plain-C tests in csrc/tests pass (also under sanitizers).
+
+These build real artefacts, so they take a minute or two; they run in CI like the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
+
+
+def _run(cmd, *, cwd=None, env=None, timeout=900):
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def _copy_source(dest: Path) -> Path:
+    src = dest / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "*.so", "_codec.c", "__pycache__",
+        ".hypothesis", ".pytest_cache", "bench-results*"))
+    return src
+
+
+@pytest.mark.timeout(900)
+def test_wheel_installs_and_imports_in_clean_venv(tmp_path):
+    src = _copy_source(tmp_path)
+    dist = tmp_path / "dist"
+    _run([sys.executable, "-m", "pip", "wheel", str(src), "-w", str(dist), "--no-deps",
+          "--no-build-isolation", "-q"])
+    wheels = list(dist.glob("kproducer-*.whl"))
+    assert len(wheels) == 1, wheels
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)])
+    py = venv / "bin" / "python"
+    _run([str(py), "-m", "pip", "install", "-q", str(wheels[0])])
+    shutil.rmtree(src)  # nothing may come from the source tree
+    check = (
+        "import kproducer, kproducer.codec as c, os, sys;"
+        "assert os.path.realpath(kproducer.__file__).startswith(os.path.realpath(sys.prefix)), kproducer.__file__;"
+        "assert c.crc32c(b'123456789') == 0xE3069283;"
+        "b = c.encode_batch([(b'k', b'v', 1, [('h', None)])], compression='lz4');"
+        "r = c.decode_batch(b).records[0];"
+        "assert (r.key, r.value, r.timestamp, r.headers) == (b'k', b'v', 1, [('h', None)]);"
+        "print('ok', kproducer.__file__)"
+    )
+    out = _run([str(py), "-c", check], cwd=tmp_path).stdout
+    assert out.startswith("ok ")
+
+
+def _asan_runtime() -> str:
+    libs = []
+    for name in ("libasan.so", "libubsan.so"):
+        path = subprocess.run(["gcc", f"-print-file-name={name}"], capture_output=True, text=True).stdout.strip()
+        assert os.path.isabs(path) and os.path.exists(path), f"gcc has no {name} (install libasan)"
+        libs.append(path)
+    return ":".join(libs)
+
+
+@pytest.mark.timeout(1200)
+def test_sanitizer_build_runs_codec_tests_clean(tmp_path):
+    src = _copy_source(tmp_path)
+    env = dict(os.environ, KPRODUCER_SANITIZE="1")
+    _run([sys.executable, "setup.py", "build_ext", "--inplace", "-q"], cwd=src, env=env)
+    env = dict(os.environ, PYTHONPATH=str(src), LD_PRELOAD=_asan_runtime(),
+               # CPython's own allocations are not ours to judge; leaks are checked in C tests.
+               ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    probe = _run([sys.executable, "-c", "import kproducer._codec as m; print(m.__file__)"], cwd=src, env=env)
+    assert probe.stdout.strip().startswith(str(src))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+         "tests/test_codec.py", "tests/test_differential.py"],
+        cwd=src, env=env, capture_output=True, text=True, timeout=1100)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-6000:]
+    assert "runtime error" not in output and "AddressSanitizer" not in output, output[-6000:]
+    assert " passed" in output
+
+
+@pytest.mark.parametrize("flags", [[], SANITIZE], ids=["plain", "asan-ubsan"])
+def test_c_unit_tests(tmp_path, flags):
+    exe = tmp_path / "test_crc32c"
+    _run(["gcc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", *flags, f"-I{ROOT / 'csrc'}",
+          str(ROOT / "csrc/kp_crc32c.c"), str(ROOT / "csrc/tests/test_crc32c.c"), "-pthread", "-o", str(exe)])
+    out = _run([str(exe)]).stdout
+    assert "0 failures" in out
