@@ -35,6 +35,22 @@ extensions = [
         extra_compile_args=compile_args,
         extra_link_args=link_args + ["-pthread"],
     ),
+    Extension(
+        "kproducer._accumulator",
+        ["kproducer/_accumulator.pyx", *CSRC],
+        include_dirs=["csrc"],
+        define_macros=macros,
+        extra_compile_args=compile_args,
+        extra_link_args=link_args + ["-pthread"],
+    ),
+    Extension(
+        "kproducer._net",
+        ["kproducer/_net.pyx", "csrc/kp_selector.c", "csrc/kp_buf.c", "csrc/kp_frame.c"],
+        include_dirs=["csrc"],
+        define_macros=macros,
+        extra_compile_args=compile_args,
+        extra_link_args=link_args + ["-pthread"],
+    ),
 ]
 
 setup(

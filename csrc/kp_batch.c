@@ -76,6 +76,17 @@ kp_status kp_batch_append(kp_batch_writer *w, int64_t timestamp,
                           const uint8_t *value, int64_t value_len,
                           const kp_header *headers, size_t n_headers)
 {
+    int appended;
+    return kp_batch_append_limited(w, 0, timestamp, key, key_len, value, value_len,
+                                   headers, n_headers, &appended);
+}
+
+kp_status kp_batch_append_limited(kp_batch_writer *w, size_t limit, int64_t timestamp,
+                                  const uint8_t *key, int64_t key_len,
+                                  const uint8_t *value, int64_t value_len,
+                                  const kp_header *headers, size_t n_headers, int *appended)
+{
+    *appended = 0;
     if (KP_UNLIKELY(w->count == INT32_MAX || key_len > INT32_MAX || value_len > INT32_MAX ||
                     n_headers > INT32_MAX))
         return KP_ERR_OVERFLOW;
@@ -83,16 +94,17 @@ kp_status kp_batch_append(kp_batch_writer *w, int64_t timestamp,
         if (KP_UNLIKELY(headers[i].key_len > INT32_MAX || headers[i].value_len > INT32_MAX))
             return KP_ERR_OVERFLOW;
 
-    if (w->count == 0) w->base_timestamp = timestamp;
+    int64_t base = w->count == 0 ? timestamp : w->base_timestamp;
     /* Deltas are varlongs of a difference: reject wrap-around rather than encode garbage. */
     int64_t ts_delta;
-    if (KP_UNLIKELY(__builtin_sub_overflow(timestamp, w->base_timestamp, &ts_delta)))
+    if (KP_UNLIKELY(__builtin_sub_overflow(timestamp, base, &ts_delta)))
         return KP_ERR_OVERFLOW;
     int32_t offset_delta = w->count;
 
     size_t body = record_body_size(ts_delta, offset_delta, key_len, value_len, headers, n_headers);
     if (KP_UNLIKELY(body > INT32_MAX)) return KP_ERR_OVERFLOW;
     size_t total = kp_varint_size((int32_t)body) + body;
+    if (limit && w->count > 0 && w->buf.len + total > limit) return KP_OK; /* full: not appended */
     kp_status st = kp_buf_reserve(&w->buf, total);
     if (KP_UNLIKELY(st != KP_OK)) return st;
 
@@ -110,8 +122,10 @@ kp_status kp_batch_append(kp_batch_writer *w, int64_t timestamp,
     }
     KP_ASSERT((size_t)(p - (w->buf.data + w->buf.len)) == total);
     w->buf.len += total;
+    if (w->count == 0) w->base_timestamp = timestamp;
     if (timestamp > w->max_timestamp) w->max_timestamp = timestamp;
     w->count++;
+    *appended = 1;
     return KP_OK;
 }
 

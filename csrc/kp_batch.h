@@ -90,6 +90,14 @@ kp_status kp_batch_append(kp_batch_writer *w, int64_t timestamp,
                           const uint8_t *value, int64_t value_len,
                           const kp_header *headers, size_t n_headers);
 
+/* As kp_batch_append, but leaves the batch untouched and sets *appended = 0 when
+ * the batch already holds a record and this one would take it past `limit` bytes
+ * (the producer's batch.size). A first record is always appended, whatever its size. */
+kp_status kp_batch_append_limited(kp_batch_writer *w, size_t limit, int64_t timestamp,
+                                  const uint8_t *key, int64_t key_len,
+                                  const uint8_t *value, int64_t value_len,
+                                  const kp_header *headers, size_t n_headers, int *appended);
+
 /* Swaps the uncompressed Records section for `len` bytes of compressed data. */
 kp_status kp_batch_replace_records(kp_batch_writer *w, const uint8_t *data, size_t len);
 

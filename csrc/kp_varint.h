@@ -24,9 +24,14 @@ KP_INLINE int64_t kp_unzigzag64(uint64_t u) { return (int64_t)(u >> 1) ^ -(int64
 /* Bytes needed for an unsigned 64-bit group encoding. */
 KP_INLINE size_t kp_uvarint_size(uint64_t u)
 {
+#if defined(__GNUC__)
+    /* 7 payload bits per byte: 1 + floor(index of the highest set bit / 7), branch-free. */
+    return 1 + (size_t)(63 - __builtin_clzll(u | 1)) / 7;
+#else
     size_t n = 1;
     while (u >= 0x80) { u >>= 7; n++; }
     return n;
+#endif
 }
 
 KP_INLINE size_t kp_varint_size(int32_t v) { return kp_uvarint_size(kp_zigzag32(v)); }

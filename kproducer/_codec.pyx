@@ -259,10 +259,8 @@ cdef int64_t as_int64(object v, str field, Py_ssize_t index) except? -1:
 
 
 cdef class _HeaderScratch:
-    """Reusable array of kp_header plus the objects keeping their bytes alive."""
-    cdef kp_header *items
-    cdef Py_ssize_t cap
-    cdef list keep
+    """Reusable array of kp_header plus the objects keeping their bytes alive
+    (attributes declared in _codec.pxd)."""
 
     def __cinit__(self):
         self.items = NULL

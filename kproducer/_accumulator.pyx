@@ -1,0 +1,887 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""RecordAccumulator: per-partition queues of record batches being filled, over a
+bounded memory pool (Java's RecordAccumulator, ProducerBatch, BufferPool,
+ProduceRequestResult and FutureRecordMetadata).
+
+``send()`` runs through :meth:`RecordAccumulator.append` once per record: choose
+the partition (murmur2 in C, or the topic's sticky partition), append into the
+partition's open batch with the C writer, hand back a :class:`RecordFuture`. No
+Python function is called on that path unless a batch fills up or the partition
+switches. The Sender thread calls ``ready``/``drain`` per poll, per batch.
+
+Thread safety: one lock per accumulator guards every queue; the pool has its own
+condition for the (rare) blocking path. The lock is never held while user code
+(callbacks) runs.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact, PyBytes_FromStringAndSize
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock,
+                               PyThread_acquire_lock, PyThread_release_lock, WAIT_LOCK, NOWAIT_LOCK)
+from cpython.unicode cimport PyUnicode_Check
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
+from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
+
+from kproducer._cdefs.common cimport *
+from kproducer._cdefs.batch cimport *
+from kproducer._cdefs.murmur2 cimport kp_murmur2_partition
+from kproducer._codec cimport _HeaderScratch, raise_kp_error
+
+import logging
+import threading
+import time
+from collections import deque, namedtuple
+
+from kproducer import compression as _compression
+from kproducer.errors import KafkaError, KafkaTimeoutError
+
+log = logging.getLogger("kproducer")
+
+RecordMetadata = namedtuple("RecordMetadata", "topic partition offset timestamp")
+RecordMetadata.__doc__ = "Where an acknowledged record was written (offset -1 with acks=0)."
+
+# Sentinels append() returns when the caller must take the slow path.
+NEED_METADATA = object()
+NEED_MEMORY = object()
+
+cdef enum:
+    # A record batch v2 header plus the worst-case record framing, for pool estimates.
+    RECORD_OVERHEAD = 61 + 21
+    # Rough per-header framing allowance for pool estimates.
+    HEADER_OVERHEAD = 64
+
+
+cdef inline int64_t now_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+def wall_clock_ms():
+    """The clock record timestamps use (ms since the epoch)."""
+    return now_ms()
+
+
+# ---- completion of a batch and of its records ---------------------------------
+
+cdef class BatchResult:
+    """The outcome of one batch (Java's ProduceRequestResult), shared by its
+    records' futures. Completed once, by the Sender thread."""
+    cdef readonly str topic
+    cdef readonly int32_t partition
+    cdef readonly int64_t base_offset
+    cdef readonly int64_t log_append_time
+    cdef readonly object error
+    cdef bint _done
+    cdef object _event
+    # (index, callable) pairs: on_delivery(err, metadata) callbacks and future done-callbacks.
+    cdef list _deliveries
+    cdef list _done_callbacks
+    # When a batch is split (MESSAGE_TOO_LARGE), record i continues as record
+    # _redirect[i] = (BatchResult, index) of a smaller batch.
+    cdef list _redirect
+    cdef list _timestamps
+
+    def __cinit__(self, str topic, int32_t partition):
+        self.topic = topic
+        self.partition = partition
+        self.base_offset = -1
+        self.log_append_time = -1
+        self._timestamps = []
+
+    @property
+    def done(self):
+        return self._done
+
+    cdef inline void add_delivery(self, int32_t index, object callback):
+        if self._deliveries is None:
+            self._deliveries = []
+        self._deliveries.append((index, callback))
+
+    cdef object metadata_for(self, int32_t index, int64_t timestamp):
+        cdef int64_t offset = self.base_offset + index if self.base_offset >= 0 else -1
+        cdef int64_t ts = self.log_append_time if self.log_append_time >= 0 else timestamp
+        return RecordMetadata(self.topic, self.partition, offset, ts)
+
+    def wait(self, timeout=None):
+        """Blocks until done or ``timeout`` seconds pass; True when done."""
+        if self._done:
+            return True
+        if self._event is None:
+            self._event = threading.Event()
+        ev = self._event
+        # Re-check: complete() sets _done before it reads _event (both under the GIL).
+        if self._done:
+            return True
+        return ev.wait(timeout)
+
+    def redirect(self, list targets):
+        """Split: record i of this batch now lives at targets[i] = (BatchResult, index).
+        Callbacks move with their records."""
+        cdef BatchResult target
+        self._redirect = targets
+        if self._deliveries:
+            for index, cb in self._deliveries:
+                target, new_index = targets[index]
+                target.add_delivery(new_index, cb)
+            self._deliveries = None
+        if self._done_callbacks:
+            for index, fut, fn in self._done_callbacks:
+                target, new_index = targets[index]
+                target.add_done_callback_for(new_index, fut, fn)
+            self._done_callbacks = None
+        self._done = True
+        if self._event is not None:
+            self._event.set()
+
+    cdef void add_done_callback_for(self, int32_t index, object fut, object fn):
+        if self._done_callbacks is None:
+            self._done_callbacks = []
+        self._done_callbacks.append((index, fut, fn))
+
+    def complete(self, int64_t base_offset, int64_t log_append_time, object error, list timestamps):
+        """Records the outcome and runs every callback (errors in user callbacks are
+        logged, never raised). ``timestamps[i]`` is record i's create time."""
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self.error = error
+        self._timestamps = timestamps
+        self._done = True
+        if self._event is not None:
+            self._event.set()
+        if self._deliveries:
+            for index, cb in self._deliveries:
+                md = None if error is not None else self.metadata_for(index, timestamps[index])
+                try:
+                    cb(error, md)
+                except Exception:
+                    log.exception("on_delivery callback %r raised; the producer carries on", cb)
+            self._deliveries = None
+        if self._done_callbacks:
+            for index, fut, fn in self._done_callbacks:
+                try:
+                    fn(fut)
+                except Exception:
+                    log.exception("future done-callback %r raised; the producer carries on", fn)
+            self._done_callbacks = None
+
+
+cdef class RecordFuture:
+    """The future ``send()`` returns: ``result(timeout)`` gives a RecordMetadata or
+    raises the record's error. Compatible with concurrent.futures.Future's
+    ``result``, ``exception``, ``done``, ``add_done_callback``, ``cancel``."""
+    cdef BatchResult _result
+    cdef int32_t _index
+    cdef int64_t _timestamp
+
+    def __repr__(self):
+        state = "done" if self.done() else "pending"
+        return f"<RecordFuture {self._result.topic}[{self._result.partition}] #{self._index} {state}>"
+
+    cdef inline void _follow(self):
+        # A split batch forwards its records to smaller batches.
+        cdef BatchResult r = self._result
+        while r._redirect is not None:
+            r, self._index = r._redirect[self._index]
+        self._result = r
+
+    def done(self):
+        self._follow()
+        return self._result._done and self._result._redirect is None
+
+    def cancelled(self):
+        return False
+
+    def running(self):
+        return not self.done()
+
+    def cancel(self):
+        """Records already handed to the producer cannot be withdrawn."""
+        return False
+
+    def _wait(self, timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._follow()
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._result.wait(remaining):
+                raise KafkaTimeoutError(
+                    f"record for {self._result.topic}[{self._result.partition}] not acknowledged "
+                    f"within {timeout} s (it is still pending; the producer keeps trying until "
+                    f"delivery.timeout.ms)")
+            if self._result._redirect is None:
+                return
+
+    def result(self, timeout=None):
+        self._wait(timeout)
+        if self._result.error is not None:
+            raise self._result.error
+        return self._result.metadata_for(self._index, self._timestamp)
+
+    def exception(self, timeout=None):
+        self._wait(timeout)
+        return self._result.error
+
+    def add_done_callback(self, fn):
+        """Calls ``fn(future)`` when done (at once if already done). It runs on the
+        producer's I/O thread: keep it short."""
+        self._follow()
+        if self._result._done and self._result._redirect is None:
+            try:
+                fn(self)
+            except Exception:
+                log.exception("future done-callback %r raised", fn)
+        else:
+            self._result.add_done_callback_for(self._index, self, fn)
+
+
+cdef inline RecordFuture make_future(BatchResult result, int32_t index, int64_t timestamp):
+    cdef RecordFuture f = RecordFuture.__new__(RecordFuture)
+    f._result = result
+    f._index = index
+    f._timestamp = timestamp
+    return f
+
+
+# ---- memory -----------------------------------------------------------------------
+
+cdef class BufferPool:
+    """``buffer.memory`` as a hard bound on the bytes of batches not yet completed.
+    Java pools ByteBuffers; here the C writer mallocs and the pool keeps the count.
+    A full pool blocks appenders up to ``max.block.ms`` in FIFO spirit: while anyone
+    waits, the fast path does not barge in."""
+    cdef readonly Py_ssize_t total
+    cdef readonly Py_ssize_t used
+    cdef readonly int waiters
+    cdef object _cond
+
+    def __cinit__(self, Py_ssize_t total):
+        self.total = total
+        self.used = 0
+        self.waiters = 0
+        self._cond = threading.Condition(threading.Lock())
+
+    cdef inline bint try_reserve(self, Py_ssize_t n):
+        if self.waiters == 0 and self.used + n <= self.total:
+            self.used += n
+            return True
+        return False
+
+    def wait_available(self, Py_ssize_t n, double timeout_s):
+        """Blocks until ``n`` bytes are free (without taking them) or raises
+        KafkaTimeoutError after ``timeout_s``; the caller then retries its append."""
+        if n > self.total:
+            raise KafkaError(f"a batch of {n} bytes can never fit buffer.memory={self.total}")
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            self.waiters += 1
+            try:
+                while self.used + n > self.total:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise KafkaTimeoutError(
+                            f"failed to allocate {n} bytes of buffer.memory ({self.used} of "
+                            f"{self.total} in use) within max.block.ms={int(timeout_s * 1000)}")
+                    self._cond.wait(remaining)
+            finally:
+                self.waiters -= 1
+
+    cpdef void release(self, Py_ssize_t n):
+        self.used -= n
+        if self.waiters:
+            with self._cond:
+                self._cond.notify_all()
+
+    @property
+    def available(self):
+        return self.total - self.used
+
+
+# ---- batches --------------------------------------------------------------------
+
+cdef class ProducerBatch:
+    """One record batch for one partition: filled by appends, then closed,
+    finished with the producer id/epoch/sequence at drain time, sent (maybe
+    several times) and completed. Exposes its wire bytes via the buffer protocol."""
+    cdef kp_batch_writer w
+    cdef readonly str topic
+    cdef readonly int32_t partition
+    cdef readonly BatchResult result
+    cdef readonly int64_t created_ms
+    cdef public int64_t last_attempt_ms
+    cdef public int64_t drained_ms
+    cdef public int attempts
+    cdef public int32_t base_sequence
+    cdef public int64_t producer_id
+    cdef public int16_t producer_epoch
+    cdef readonly bint closed
+    cdef readonly bint finished
+    cdef readonly Py_ssize_t pool_bytes
+    cdef Py_ssize_t limit
+    cdef int codec
+    cdef object level
+    cdef list timestamps
+    cdef BufferPool pool
+    cdef int exports
+
+    def __cinit__(self):
+        kp_batch_init(&self.w, 0)  # header placeholder only; real capacity on first use
+
+    def __dealloc__(self):
+        kp_batch_free(&self.w)
+        if self.pool is not None and self.pool_bytes:
+            self.pool.release(self.pool_bytes)
+            self.pool_bytes = 0
+
+    @property
+    def record_count(self):
+        return self.w.count
+
+    @property
+    def size_in_bytes(self):
+        return self.w.buf.len
+
+    @property
+    def timestamps(self):
+        return self.timestamps
+
+    cdef kp_status append(self, int64_t ts, const uint8_t *k, int64_t klen, const uint8_t *v,
+                          int64_t vlen, const kp_header *h, size_t nh, int *appended):
+        cdef kp_status st = kp_batch_append_limited(&self.w, <size_t>self.limit, ts, k, klen, v, vlen,
+                                                    h, nh, appended)
+        if appended[0]:
+            self.timestamps.append(ts)
+        return st
+
+    def close(self):
+        """No more appends: compress the Records section if a codec is set."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.codec != 0 and self.w.count:
+            section = memoryview(<char[:self.w.buf.len - KP_BATCH_HEADER_SIZE]>(
+                <char *>self.w.buf.data + KP_BATCH_HEADER_SIZE))
+            compressed = _compression.compress(self.codec, section, self.level)
+            del section
+            st = kp_batch_replace_records(&self.w, <const uint8_t *>PyBytes_AS_STRING(compressed),
+                                          <size_t>PyBytes_GET_SIZE(compressed))
+            if st != KP_OK:
+                raise_kp_error(st, NULL, "batch close")
+
+    def finish(self, int64_t producer_id, int producer_epoch, int32_t base_sequence):
+        """Back-patches producer id, epoch and BaseSequence and the CRC; callable again
+        when a retry needs new values (epoch bump, new producer id)."""
+        if not self.closed:
+            self.close()
+        if self.exports:
+            raise BufferError("batch bytes are still exported; cannot re-finish")
+        self.producer_id = producer_id
+        self.producer_epoch = <int16_t>producer_epoch
+        self.base_sequence = base_sequence
+        st = kp_batch_finish(&self.w, <int16_t>self.codec, producer_id, <int16_t>producer_epoch,
+                             base_sequence)
+        if st != KP_OK:
+            raise_kp_error(st, NULL, "batch finish")
+        self.finished = True
+
+    def wire_bytes(self):
+        """A copy of the finished batch."""
+        if not self.finished:
+            raise RuntimeError("batch not finished")
+        return PyBytes_FromStringAndSize(<char *>self.w.buf.data, <Py_ssize_t>self.w.buf.len)
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        if not self.finished:
+            raise BufferError("batch not finished")
+        view.buf = self.w.buf.data
+        view.obj = self
+        view.len = <Py_ssize_t>self.w.buf.len
+        view.readonly = 1
+        view.itemsize = 1
+        view.format = NULL
+        view.ndim = 1
+        view.shape = NULL
+        view.strides = NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer *view):
+        self.exports -= 1
+
+    def complete(self, int64_t base_offset, int64_t log_append_time, object error):
+        """Completes every record of the batch and gives its memory back."""
+        self.result.complete(base_offset, log_append_time, error, self.timestamps)
+        self.free_memory()
+
+    def free_memory(self):
+        if self.exports == 0:
+            kp_batch_free(&self.w)
+            kp_batch_init(&self.w, 0)
+        if self.pool is not None and self.pool_bytes:
+            self.pool.release(self.pool_bytes)
+            self.pool_bytes = 0
+
+    def __repr__(self):
+        return (f"<ProducerBatch {self.topic}[{self.partition}] records={self.w.count} "
+                f"bytes={self.w.buf.len} attempts={self.attempts} seq={self.base_sequence}>")
+
+
+cdef ProducerBatch new_batch(str topic, int32_t partition, Py_ssize_t capacity, Py_ssize_t limit,
+                             int codec, object level, int64_t now, BufferPool pool):
+    cdef ProducerBatch b = ProducerBatch.__new__(ProducerBatch)
+    cdef kp_status st
+    kp_batch_free(&b.w)
+    st = kp_batch_init(&b.w, <size_t>capacity)
+    if st != KP_OK:
+        raise_kp_error(st, NULL, "new batch")
+    b.topic = topic
+    b.partition = partition
+    b.result = BatchResult.__new__(BatchResult, topic, partition)
+    b.created_ms = now
+    b.last_attempt_ms = now
+    b.base_sequence = -1
+    b.producer_id = -1
+    b.producer_epoch = -1
+    b.limit = limit
+    b.codec = codec
+    b.level = level
+    b.timestamps = []
+    b.pool = pool
+    b.pool_bytes = capacity
+    return b
+
+
+def batch_from_records(str topic, int32_t partition, list records, int codec, object level,
+                       BatchResult result_owner=None):
+    """Builds a closed batch from (key, value, timestamp, headers) tuples: the split
+    path after MESSAGE_TOO_LARGE. Memory is not charged to the pool."""
+    cdef ProducerBatch b = new_batch(topic, partition, 256, 0, codec, level, now_ms(), None)
+    cdef _HeaderScratch scratch = _HeaderScratch()
+    cdef int appended
+    cdef Py_ssize_t nh
+    cdef int64_t klen, vlen
+    cdef const uint8_t *kp
+    cdef const uint8_t *vp
+    for key, value, ts, headers in records:
+        nh = scratch.fill(headers, 0)
+        kp = NULL if key is None else <const uint8_t *>PyBytes_AS_STRING(key)
+        klen = -1 if key is None else PyBytes_GET_SIZE(key)
+        vp = NULL if value is None else <const uint8_t *>PyBytes_AS_STRING(value)
+        vlen = -1 if value is None else PyBytes_GET_SIZE(value)
+        st = b.append(ts, kp, klen, vp, vlen, scratch.items, <size_t>nh, &appended)
+        if st != KP_OK:
+            raise_kp_error(st, NULL, "split batch")
+    b.pool_bytes = 0
+    b.close()
+    return b
+
+
+# ---- the accumulator -----------------------------------------------------------------
+
+cdef class _TopicState:
+    cdef str topic
+    cdef int32_t num_partitions
+    cdef list queues          # partition -> deque of ProducerBatch
+    cdef list open_batches    # partition -> the last batch if still appendable, else None
+    cdef int32_t sticky       # current sticky partition for unkeyed records, -1 none
+    cdef int64_t sticky_bytes
+
+    def __cinit__(self, str topic):
+        self.topic = topic
+        self.num_partitions = -1
+        self.queues = []
+        self.open_batches = []
+        self.sticky = -1
+        self.sticky_bytes = 0
+
+
+cdef class RecordAccumulator:
+    """Per-partition deques of ProducerBatch; see the module docstring."""
+    cdef readonly Py_ssize_t batch_size
+    cdef readonly int64_t linger_ms
+    cdef readonly int codec
+    cdef readonly object level
+    cdef readonly BufferPool pool
+    cdef readonly bint ignore_keys
+    cdef dict _topics
+    cdef PyThread_type_lock _lock
+    cdef _HeaderScratch _scratch
+    cdef object _wakeup
+    cdef object _choose_sticky
+    cdef public int flushes_in_progress
+    cdef public bint closed
+    cdef readonly Py_ssize_t last_need
+    cdef int64_t retry_backoff_ms
+    cdef int64_t retry_backoff_max_ms
+
+    def __cinit__(self, *, Py_ssize_t batch_size=16384, int64_t linger_ms=5, str compression="none",
+                  compression_level=None, Py_ssize_t buffer_memory=33554432, bint ignore_keys=False,
+                  int64_t retry_backoff_ms=100, int64_t retry_backoff_max_ms=1000,
+                  wakeup=None, choose_sticky=None):
+        self._lock = PyThread_allocate_lock()
+        if self._lock == NULL:
+            raise MemoryError()
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.codec = _compression.codec_id(compression)
+        self.level = _compression.resolve_level(compression, compression_level)
+        self.pool = BufferPool(buffer_memory)
+        self.ignore_keys = ignore_keys
+        self._topics = {}
+        self._scratch = _HeaderScratch()
+        self._wakeup = wakeup
+        self._choose_sticky = choose_sticky
+        self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
+
+    def __dealloc__(self):
+        if self._lock != NULL:
+            PyThread_free_lock(self._lock)
+
+    cdef inline void _acquire(self):
+        if not PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
+            with nogil:
+                PyThread_acquire_lock(self._lock, WAIT_LOCK)
+
+    cdef inline void _release(self):
+        PyThread_release_lock(self._lock)
+
+    # -- metadata the hot path needs -------------------------------------------------
+
+    def set_partition_count(self, str topic, int32_t n):
+        """Called when metadata knows the topic; partitions never shrink in Kafka."""
+        cdef _TopicState st
+        self._acquire()
+        try:
+            st = self._topics.get(topic)
+            if st is None:
+                st = _TopicState(topic)
+                self._topics[topic] = st
+            if n > st.num_partitions:
+                while len(st.queues) < n:
+                    st.queues.append(deque())
+                    st.open_batches.append(None)
+                st.num_partitions = n
+        finally:
+            self._release()
+
+    def partition_count(self, str topic):
+        st = self._topics.get(topic)
+        return None if st is None or (<_TopicState>st).num_partitions < 0 else (<_TopicState>st).num_partitions
+
+    # -- append (per record) -------------------------------------------------------
+
+    cpdef object append(self, str topic, object partition, object key, object value,
+                        object timestamp, object headers, object on_delivery):
+        """Appends one record; returns its RecordFuture, or NEED_METADATA (partition
+        count unknown) / NEED_MEMORY (pool exhausted: reserve, then call again)."""
+        cdef _TopicState st
+        cdef int32_t p, n
+        cdef int64_t ts, now
+        cdef const uint8_t *kptr = NULL
+        cdef const uint8_t *vptr = NULL
+        cdef int64_t klen = -1, vlen = -1
+        cdef Py_ssize_t nh = 0, need
+        cdef ProducerBatch b
+        cdef int appended = 0
+        cdef kp_status kst
+        cdef bint wake = False, sticky = False
+        cdef object q
+        cdef Py_buffer kview, vview
+        cdef bint khave = False, vhave = False
+        cdef RecordFuture fut
+
+        if self.closed:
+            raise KafkaError("cannot send: the producer is closed")
+        now = now_ms()
+        if timestamp is None:
+            ts = now
+        else:
+            ts = timestamp
+            if ts < 0:
+                raise ValueError(f"timestamp_ms must be >= 0, got {ts}")
+
+        self._acquire()
+        try:
+            st = self._topics.get(topic)
+            if st is None or st.num_partitions <= 0:
+                return NEED_METADATA
+            n = st.num_partitions
+            try:
+                if key is not None:
+                    if PyBytes_CheckExact(key):
+                        kptr = <uint8_t *>PyBytes_AS_STRING(key); klen = PyBytes_GET_SIZE(key)
+                    else:
+                        if PyUnicode_Check(key):
+                            raise TypeError("key must be bytes-like or None, not str (set key_serializer)")
+                        PyObject_GetBuffer(key, &kview, PyBUF_SIMPLE); khave = True
+                        kptr = <const uint8_t *>kview.buf; klen = kview.len
+                if value is not None:
+                    if PyBytes_CheckExact(value):
+                        vptr = <uint8_t *>PyBytes_AS_STRING(value); vlen = PyBytes_GET_SIZE(value)
+                    else:
+                        if PyUnicode_Check(value):
+                            raise TypeError("value must be bytes-like or None, not str (set value_serializer)")
+                        PyObject_GetBuffer(value, &vview, PyBUF_SIMPLE); vhave = True
+                        vptr = <const uint8_t *>vview.buf; vlen = vview.len
+                if headers is not None:
+                    nh = self._scratch.fill(headers, 0)
+
+                if partition is not None:
+                    p = partition
+                    if p < 0 or p >= n:
+                        raise ValueError(f"partition {p} is not in the range [0...{n - 1}] of topic {topic!r}")
+                elif key is not None and not self.ignore_keys:
+                    p = kp_murmur2_partition(kptr, <size_t>klen, n)
+                else:
+                    sticky = True
+                    if st.sticky < 0 or st.sticky >= n:
+                        st.sticky = self._pick_sticky(st)
+                        st.sticky_bytes = 0
+                    p = st.sticky
+
+                b = st.open_batches[p]
+                if b is not None:
+                    kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
+                    if kst != KP_OK:
+                        raise_kp_error(kst, NULL, f"append to {topic}[{p}]")
+                    if not appended:
+                        # Full: it is sendable now; the next record starts a new batch.
+                        st.open_batches[p] = None
+                        wake = True
+                if not appended:
+                    if sticky and b is not None:
+                        # Java's KIP-794 rule: switch the sticky partition when a batch fills.
+                        st.sticky = self._pick_sticky(st)
+                        st.sticky_bytes = 0
+                        p = st.sticky
+                        b = st.open_batches[p]
+                        if b is not None:
+                            kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
+                            if kst != KP_OK:
+                                raise_kp_error(kst, NULL, f"append to {topic}[{p}]")
+                            if not appended:
+                                st.open_batches[p] = None
+                    if not appended:
+                        need = self.batch_size
+                        if klen + vlen + RECORD_OVERHEAD + HEADER_OVERHEAD * nh > need:
+                            need = klen + vlen + RECORD_OVERHEAD + HEADER_OVERHEAD * nh
+                        if not self.pool.try_reserve(need):
+                            self.last_need = need
+                            if wake and self._wakeup is not None:
+                                self._wakeup()
+                            return NEED_MEMORY
+                        b = new_batch(topic, p, need, self.batch_size, self.codec, self.level, now, self.pool)
+                        kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
+                        if kst != KP_OK:
+                            b.free_memory()
+                            raise_kp_error(kst, NULL, f"append to {topic}[{p}]")
+                        q = st.queues[p]
+                        q.append(b)
+                        st.open_batches[p] = b
+                        wake = True
+                if sticky:
+                    st.sticky_bytes += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + 8
+                    if st.sticky_bytes >= self.batch_size:
+                        st.sticky = -1
+                fut = make_future(b.result, b.w.count - 1, ts)
+                if on_delivery is not None:
+                    b.result.add_delivery(b.w.count - 1, on_delivery)
+            finally:
+                if khave:
+                    PyBuffer_Release(&kview)
+                if vhave:
+                    PyBuffer_Release(&vview)
+        finally:
+            self._release()
+        if wake and self._wakeup is not None:
+            self._wakeup()
+        return fut
+
+    cdef int32_t _pick_sticky(self, _TopicState st) except -1:
+        cdef int32_t p
+        if self._choose_sticky is None:
+            return (st.sticky + 1) % st.num_partitions if st.sticky >= 0 else 0
+        p = self._choose_sticky(st.topic, st.num_partitions)
+        if p < 0 or p >= st.num_partitions:
+            raise ValueError(f"sticky partitioner returned {p} for {st.topic!r} with {st.num_partitions} partitions")
+        return p
+
+    # -- sender side (per poll / per batch) ---------------------------------------------
+
+    cdef inline int64_t _backoff(self, ProducerBatch b):
+        """Exponential retry backoff for a batch's next attempt (0 for a first attempt).
+        Jitter is applied by the Sender when it records the attempt."""
+        cdef int64_t backoff
+        if b.attempts <= 0:
+            return 0
+        backoff = self.retry_backoff_ms << (b.attempts - 1 if b.attempts < 20 else 20)
+        return backoff if backoff < self.retry_backoff_max_ms else self.retry_backoff_max_ms
+
+    def ready(self, leader_of, int64_t now, muted=None):
+        """Java's ready(): returns (ready_node_ids, next_check_delay_ms, unknown_leader_topics).
+        ``leader_of(topic, partition)`` -> node id or -1; ``muted`` a set of (topic, partition)
+        that must not be drained now."""
+        cdef set ready_nodes = set()
+        cdef set unknown = set()
+        cdef int64_t next_delay = 1 << 40
+        cdef _TopicState st
+        cdef ProducerBatch first
+        cdef int32_t p
+        cdef int64_t waited, time_to_wait, left
+        cdef bint exhausted = self.pool.waiters > 0
+        cdef bint full, backing_off
+        self._acquire()
+        try:
+            for st in self._topics.values():
+                for p in range(st.num_partitions):
+                    q = st.queues[p]
+                    if not q:
+                        continue
+                    if muted is not None and (st.topic, p) in muted:
+                        continue
+                    leader = leader_of(st.topic, p)
+                    if leader is None or leader < 0:
+                        unknown.add(st.topic)
+                        continue
+                    if leader in ready_nodes:
+                        continue
+                    first = q[0]
+                    waited = now - first.last_attempt_ms
+                    backing_off = first.attempts > 0
+                    time_to_wait = self._backoff(first) if backing_off else self.linger_ms
+                    full = len(q) > 1 or first.closed or st.open_batches[p] is not first
+                    if waited >= time_to_wait or (not backing_off and (full or exhausted or self.closed
+                                                                        or self.flushes_in_progress > 0)):
+                        ready_nodes.add(leader)
+                    else:
+                        left = time_to_wait - waited
+                        if left < next_delay:
+                            next_delay = left
+        finally:
+            self._release()
+        return ready_nodes, next_delay, unknown
+
+    def drain(self, leader_of, set nodes, Py_ssize_t max_request_size, int64_t now, muted=None,
+              int max_per_partition=1):
+        """Java's drain(): for each ready node, takes at most one batch from each partition
+        it leads, round-robin, until ``max_request_size``. Returns {node: [ProducerBatch]}.
+        Batches come out closed (compressed) but not finished."""
+        cdef dict out = {}
+        cdef _TopicState st
+        cdef ProducerBatch first
+        cdef int32_t p
+        cdef Py_ssize_t size
+        cdef dict sizes = {}
+        self._acquire()
+        try:
+            for st in self._topics.values():
+                for p in range(st.num_partitions):
+                    q = st.queues[p]
+                    if not q:
+                        continue
+                    if muted is not None and (st.topic, p) in muted:
+                        continue
+                    leader = leader_of(st.topic, p)
+                    if leader not in nodes:
+                        continue
+                    first = q[0]
+                    if first.attempts > 0 and now - first.last_attempt_ms < self._backoff(first):
+                        continue
+                    size = sizes.get(leader, 0)
+                    if size and size + <Py_ssize_t>first.w.buf.len > max_request_size:
+                        continue
+                    q.popleft()
+                    if st.open_batches[p] is first:
+                        st.open_batches[p] = None
+                    sizes[leader] = size + <Py_ssize_t>first.w.buf.len
+                    first.drained_ms = now
+                    out.setdefault(leader, []).append(first)
+        finally:
+            self._release()
+        # Compression runs outside the lock: appends to other partitions go on meanwhile.
+        for batches in out.values():
+            for b in batches:
+                (<ProducerBatch>b).close()
+        return out
+
+    def reenqueue(self, ProducerBatch batch, int64_t now):
+        """Puts a batch being retried back at the head of its partition's deque,
+        keeping sequence order among retried batches (Java's insertInSequenceOrder)."""
+        cdef _TopicState st
+        cdef int i
+        batch.attempts += 1
+        batch.last_attempt_ms = now
+        self._acquire()
+        try:
+            st = self._topics[batch.topic]
+            q = st.queues[batch.partition]
+            if batch.base_sequence >= 0:
+                i = 0
+                for other in q:
+                    if (<ProducerBatch>other).base_sequence < 0 or (<ProducerBatch>other).base_sequence > batch.base_sequence:
+                        break
+                    i += 1
+                q.insert(i, batch)
+            else:
+                q.appendleft(batch)
+        finally:
+            self._release()
+
+    def expired(self, int64_t now, int64_t delivery_timeout_ms):
+        """Removes and returns batches (not in flight) older than delivery.timeout.ms."""
+        cdef list out = []
+        cdef _TopicState st
+        cdef ProducerBatch b
+        cdef int32_t p
+        self._acquire()
+        try:
+            for st in self._topics.values():
+                for p in range(st.num_partitions):
+                    q = st.queues[p]
+                    while q:
+                        b = q[0]
+                        if now - b.created_ms < delivery_timeout_ms:
+                            break
+                        q.popleft()
+                        if st.open_batches[p] is b:
+                            st.open_batches[p] = None
+                        out.append(b)
+        finally:
+            self._release()
+        return out
+
+    def abort_all(self):
+        """Removes and returns every queued batch (close with timeout, fatal errors)."""
+        cdef list out = []
+        cdef _TopicState st
+        cdef int32_t p
+        self._acquire()
+        try:
+            for st in self._topics.values():
+                for p in range(st.num_partitions):
+                    out.extend(st.queues[p])
+                    st.queues[p].clear()
+                    st.open_batches[p] = None
+        finally:
+            self._release()
+        return out
+
+    def queued_batches(self):
+        cdef Py_ssize_t n = 0
+        cdef _TopicState st
+        for st in list(self._topics.values()):
+            for q in st.queues:
+                n += len(q)
+        return n
+
+    def queue_sizes(self, str topic):
+        """Queued batch count per partition (for the adaptive partitioner)."""
+        st = self._topics.get(topic)
+        if st is None:
+            return []
+        return [len(q) for q in (<_TopicState>st).queues]
+
+    def topics(self):
+        return list(self._topics)
