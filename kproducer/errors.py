@@ -67,3 +67,39 @@ class ProtocolDecodeError(ProtocolError):
         super().__init__(message)
         self.field = field
         self.offset = offset
+
+
+class ConfigError(KafkaError, ValueError):
+    """A producer setting is unknown, unsupported, of the wrong type or out of range.
+
+    ``key`` is the dotted Kafka name of the offending setting (``"linger.ms"``; an
+    unknown name as given), or ``None`` when no single setting is at fault.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None):
+        super().__init__(message)
+        self.key = key
+
+
+class KafkaTimeoutError(KafkaError, TimeoutError):
+    """A bounded wait ran out: metadata or memory within ``max.block.ms``, a
+    record within ``delivery.timeout.ms``, a future's ``result(timeout)``."""
+
+
+class NetworkError(KafkaError):
+    """A connection could not be opened, failed, or was used in a way its
+    state does not allow (a second send while one is in flight).
+
+    ``conn_id`` is the selector's connection id and ``errno`` the OS error
+    number (``errno.ECONNREFUSED``); either may be ``None``.
+    """
+
+    def __init__(self, message: str, *, conn_id: int | None = None, errno: int | None = None):
+        super().__init__(message)
+        self.conn_id = conn_id
+        self.errno = errno
+
+
+class RecordTooLargeError(KafkaError, ValueError):
+    """A record larger than ``max.request.size`` or ``buffer.memory`` (checked by the
+    producer itself: not every broker enforces it)."""

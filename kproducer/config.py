@@ -1,0 +1,756 @@
+"""Producer configuration: Kafka's Java producer settings, with Kafka 4.x defaults.
+
+:class:`ProducerConfig` takes the settings Apache Kafka's Java ``KafkaProducer``
+takes, under the same dotted names, with the same types, defaults and valid
+ranges (``ProducerConfig.java`` / ``CommonClientConfigs.java``), and applies the
+same cross-setting rules:
+
+- idempotence conflicts (``ProducerConfig.postProcessAndValidateIdempotenceConfigs``):
+  with ``enable.idempotence`` set explicitly to true, ``acks`` other than all or
+  ``retries=0`` is an error; left at its default, either silently turns
+  idempotence off (logged at INFO on the ``kproducer`` logger, as Java does).
+  ``max.in.flight.requests.per.connection`` above 5 is an error whenever
+  idempotence is on, explicit or not: Kafka 4.0 made it one (KAFKA-17927);
+  set ``enable.idempotence=False`` to go above 5;
+- ``delivery.timeout.ms`` must be at least ``linger.ms + request.timeout.ms``
+  when set explicitly; left at its default, it is raised to that sum with a
+  warning (``KafkaProducer.configureDeliveryTimeout``);
+- ``reconnect.backoff.ms`` set without ``reconnect.backoff.max.ms`` makes the
+  maximum equal to it, which disables exponential backoff
+  (``CommonClientConfigs.postProcessReconnectBackoffConfigs``).
+
+Two spellings, mixable: ``ProducerConfig({"linger.ms": 5})`` and
+``ProducerConfig(linger_ms=5)``; a key is the dotted name or the same name with
+dots replaced by underscores, in the mapping or as a keyword. The same setting
+given twice with different values is an error.
+
+Value parsing follows Java's ``ConfigDef.parseType`` where it is unambiguous:
+
+- integers: ``int`` (or any object with ``__index__``) or a decimal string
+  (``"5"``, ``" -1 "``); never ``bool``, never ``float``. Java INT settings are
+  limited to 32 bits and LONG ones to 64 bits;
+- booleans: ``bool`` or the strings ``"true"``/``"false"`` (any case); never
+  ``0``/``1``;
+- strings are stripped of surrounding whitespace, as Java does;
+- ``None`` for any setting but ``bootstrap.servers`` means "not set": the
+  default applies and the setting does not count as explicitly given.
+
+Kafka settings that kproducer does not implement (SSL, SASL, transactions,
+interceptors, metrics reporters, ...) raise :class:`~kproducer.errors.ConfigError`
+saying so, rather than being ignored; so do unknown names, with the closest
+valid name suggested. Error messages and ``repr`` never show the value of a
+credential-like setting (passwords, secrets, JAAS configuration, keys).
+
+Python-only settings: ``key.serializer`` and ``value.serializer`` are callables
+(or None), and ``partitioner`` is a callable custom partitioner (or None); Java
+class names are refused.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import logging
+import operator
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .compression import CODEC_IDS, LEVELS
+from .errors import ConfigError
+
+__all__ = ["SETTINGS", "UNSUPPORTED", "ProducerConfig", "Setting"]
+
+log = logging.getLogger("kproducer")
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+# Broker-side ProducerStateEntry.NUM_BATCHES_TO_RETAIN: an idempotent producer may
+# not have more requests in flight per connection than the broker remembers.
+MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5
+
+_REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One producer setting: its Kafka name, kind, default, valid values and meaning.
+
+    ``kind`` is ``"int"`` (Java INT, 32 bits), ``"long"`` (Java LONG), ``"bool"``,
+    ``"str"``, ``"choice"`` (one of ``choices``; values outside ``supported`` are
+    valid Kafka values kproducer does not implement yet), ``"acks"``,
+    ``"servers"``, ``"callable"`` or ``"unset"`` (only None is accepted).
+    """
+
+    name: str
+    kind: str
+    default: Any
+    doc: str
+    min: int | None = None
+    max: int | None = None
+    choices: tuple[str, ...] = ()
+    supported: tuple[str, ...] = ()
+    case_insensitive: bool = False
+
+    @property
+    def attr(self) -> str:
+        """The keyword / attribute form of the name (dots replaced by underscores)."""
+        return self.name.replace(".", "_")
+
+    @property
+    def required(self) -> bool:
+        return self.default is _REQUIRED
+
+
+def _level(codec: str) -> dict:
+    lo, hi, default = LEVELS[codec]
+    return {"default": default, "min": lo, "max": hi}
+
+
+_DEFS = [
+    Setting("bootstrap.servers", "servers", _REQUIRED,
+            "Brokers to contact first (host:port, comma-separated or a list); the rest of "
+            "the cluster is discovered from them."),
+    Setting("client.id", "str", "",
+            "A name sent with every request so brokers can attribute requests in their logs "
+            "and quotas (empty: Java's producer then calls itself producer-N)."),
+    Setting("acks", "acks", -1,
+            "Acknowledgements the leader must collect before a write counts as done: 0 (none), "
+            "1 (leader only) or all (-1: every in-sync replica)."),
+    Setting("enable.idempotence", "bool", True,
+            "Write each record exactly once per partition despite retries, using producer ids "
+            "and sequence numbers; needs acks=all, retries > 0 and at most 5 requests in flight."),
+    Setting("linger.ms", "long", 5,
+            "How long to wait for more records to fill a batch before sending it "
+            "(0: send at once).", min=0),
+    Setting("batch.size", "int", 16384,
+            "Upper bound in bytes of one partition's record batch (0 disables batching).", min=0),
+    Setting("buffer.memory", "long", 33554432,
+            "Bytes of memory for records waiting to be sent; send() blocks for up to "
+            "max.block.ms when it is full.", min=0),
+    Setting("max.block.ms", "long", 60000,
+            "Longest time send() may block waiting for metadata or buffer space.", min=0),
+    Setting("max.request.size", "int", 1048576,
+            "Largest request in bytes, which also caps the uncompressed size of a record batch.",
+            min=0),
+    Setting("request.timeout.ms", "int", 30000,
+            "How long to wait for a broker's response before retrying or failing the request.",
+            min=0),
+    Setting("delivery.timeout.ms", "int", 120000,
+            "Upper bound on the time from send() returning to the record's success or failure, "
+            "retries included; must be at least linger.ms + request.timeout.ms.", min=0),
+    Setting("retries", "int", INT32_MAX,
+            "How many times to resend a record after a transient error; delivery.timeout.ms "
+            "is the usual bound.", min=0, max=INT32_MAX),
+    Setting("retry.backoff.ms", "long", 100,
+            "Initial wait before retrying a failed request; grows exponentially up to "
+            "retry.backoff.max.ms.", min=0),
+    Setting("retry.backoff.max.ms", "long", 1000,
+            "Largest wait between retries of a request that keeps failing (with 20% jitter).",
+            min=0),
+    Setting("reconnect.backoff.ms", "long", 50,
+            "Initial wait before reconnecting to a broker; grows exponentially up to "
+            "reconnect.backoff.max.ms.", min=0),
+    Setting("reconnect.backoff.max.ms", "long", 1000,
+            "Largest wait between reconnection attempts to a broker that keeps failing.", min=0),
+    # Java puts no lower bound on the two connection-setup timeouts; a negative
+    # timeout means nothing, so kproducer refuses one.
+    Setting("socket.connection.setup.timeout.ms", "long", 10000,
+            "How long to wait for a TCP connection to be established; grows exponentially on "
+            "repeated failures up to socket.connection.setup.timeout.max.ms.", min=0),
+    Setting("socket.connection.setup.timeout.max.ms", "long", 30000,
+            "Largest connection-setup timeout after repeated failures (with 20% jitter).", min=0),
+    Setting("max.in.flight.requests.per.connection", "int", 5,
+            "Most unacknowledged requests on one connection; at most 5 with idempotence.", min=1),
+    Setting("metadata.max.age.ms", "long", 300000,
+            "Refresh cluster metadata at least this often, even without leadership changes.",
+            min=0),
+    Setting("metadata.max.idle.ms", "long", 300000,
+            "Forget a topic's metadata when nothing was produced to it for this long.", min=5000),
+    Setting("compression.type", "choice", "none",
+            "Codec for record batches: none, gzip, snappy, lz4 or zstd.",
+            choices=tuple(CODEC_IDS), supported=tuple(CODEC_IDS)),
+    Setting("compression.gzip.level", "int", doc="Compression level when compression.type is gzip.",
+            **_level("gzip")),
+    Setting("compression.lz4.level", "int", doc="Compression level when compression.type is lz4.",
+            **_level("lz4")),
+    Setting("compression.zstd.level", "int", doc="Compression level when compression.type is zstd.",
+            **_level("zstd")),
+    Setting("partitioner.ignore.keys", "bool", False,
+            "Choose partitions without looking at record keys (no effect with a custom "
+            "partitioner)."),
+    Setting("partitioner.adaptive.partitioning.enable", "bool", True,
+            "Send more records to partitions on faster brokers instead of spreading them evenly "
+            "(no effect with a custom partitioner)."),
+    Setting("partitioner.availability.timeout.ms", "long", 0,
+            "Treat a partition as unavailable when its broker has not taken produce requests for "
+            "this long (0 disables; needs adaptive partitioning).", min=0),
+    Setting("send.buffer.bytes", "int", 131072,
+            "TCP send buffer size (SO_SNDBUF); -1 keeps the OS default.", min=-1),
+    Setting("receive.buffer.bytes", "int", 32768,
+            "TCP receive buffer size (SO_RCVBUF); -1 keeps the OS default.", min=-1),
+    # Java has no bound here either; its Selector treats a negative value as "never".
+    Setting("connections.max.idle.ms", "long", 540000,
+            "Close connections idle for this long (negative: never)."),
+    Setting("security.protocol", "choice", "PLAINTEXT",
+            "Protocol to talk to brokers: PLAINTEXT (SSL, SASL_PLAINTEXT and SASL_SSL are not "
+            "supported yet).",
+            choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), supported=("PLAINTEXT",),
+            case_insensitive=True),
+    Setting("transactional.id", "unset", None,
+            "Transactional id for transactional delivery (not supported yet: must be None)."),
+    Setting("key.serializer", "callable", None,
+            "Python-only: callable turning a record key into bytes (None: no serializer)."),
+    Setting("value.serializer", "callable", None,
+            "Python-only: callable turning a record value into bytes (None: no serializer)."),
+    Setting("partitioner", "callable", None,
+            "Python-only: custom partitioner callable (None: Kafka's default partitioning)."),
+]
+SETTINGS: Mapping[str, Setting] = {s.name: s for s in _DEFS}
+"""Every setting kproducer implements, by dotted name, in definition order."""
+
+_SECURITY = "kproducer speaks PLAINTEXT only for now (SSL and SASL are not supported yet)"
+_TRANSACTIONS = "transactions are not supported yet"
+_METRICS = "kproducer has no pluggable metrics yet"
+
+UNSUPPORTED: Mapping[str, str] = {
+    # Java producer settings kproducer does not implement, with the reason given.
+    "client.dns.lookup": "kproducer resolves bootstrap addresses its own way",
+    "interceptor.classes": "interceptors are Java classes",
+    "partitioner.class": "pass a Python callable as 'partitioner' instead",
+    "metric.reporters": _METRICS,
+    "metrics.sample.window.ms": _METRICS,
+    "metrics.num.samples": _METRICS,
+    "metrics.recording.level": _METRICS,
+    "enable.metrics.push": _METRICS,
+    "transaction.timeout.ms": _TRANSACTIONS,
+    "transaction.two.phase.commit.enable": _TRANSACTIONS,
+    "metadata.recovery.strategy": "rebootstrapping is not supported yet",
+    "metadata.recovery.rebootstrap.trigger.ms": "rebootstrapping is not supported yet",
+    "security.providers": _SECURITY,
+    "config.providers": "configuration providers are Java classes",
+    **{name: _SECURITY for name in (
+        "ssl.protocol", "ssl.provider", "ssl.cipher.suites", "ssl.enabled.protocols",
+        "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
+        "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.key.password",
+        "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+        "ssl.truststore.certificates", "ssl.keymanager.algorithm",
+        "ssl.trustmanager.algorithm", "ssl.endpoint.identification.algorithm",
+        "ssl.secure.random.implementation", "ssl.engine.factory.class",
+        "sasl.mechanism", "sasl.jaas.config", "sasl.client.callback.handler.class",
+        "sasl.login.callback.handler.class", "sasl.login.class",
+        "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
+        "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
+        "sasl.kerberos.min.time.before.relogin", "sasl.login.refresh.window.factor",
+        "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds",
+        "sasl.login.refresh.buffer.seconds", "sasl.login.connect.timeout.ms",
+        "sasl.login.read.timeout.ms", "sasl.login.retry.backoff.max.ms",
+        "sasl.login.retry.backoff.ms", "sasl.oauthbearer.token.endpoint.url",
+        "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.sub.claim.name",
+        "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+        "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.expected.audience",
+        "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.header.urlencode",
+        "sasl.oauthbearer.jwt.retriever.class", "sasl.oauthbearer.jwt.validator.class",
+        "sasl.oauthbearer.scope", "sasl.oauthbearer.client.credentials.client.id",
+        "sasl.oauthbearer.client.credentials.client.secret",
+        "sasl.oauthbearer.access.token.retriever.class",
+        "sasl.oauthbearer.access.token.validator.class",
+    )},
+}
+"""Kafka producer settings kproducer knows but does not implement, with the reason."""
+
+# Names other clients use for a setting kproducer has under Kafka's Java name.
+_ALIASES = {
+    "queue.buffering.max.ms": "linger.ms",
+    "compression.codec": "compression.type",
+    "message.max.bytes": "max.request.size",
+    "request.required.acks": "acks",
+    "message.timeout.ms": "delivery.timeout.ms",
+    "socket.timeout.ms": "request.timeout.ms",
+    "message.send.max.retries": "retries",
+    "topic.metadata.refresh.interval.ms": "metadata.max.age.ms",
+    "max.in.flight": "max.in.flight.requests.per.connection",
+}
+
+# Java's PASSWORD-typed settings plus anything named like a credential.
+_SECRET_NAMES = frozenset({
+    "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
+})
+_SECRET_RE = re.compile(r"password|secret|passphrase|jaas|credential|private|\.pem$|token$",
+                        re.IGNORECASE)
+HIDDEN = "[hidden]"
+
+
+def is_secret(name: str) -> bool:
+    """Whether the value of setting ``name`` must never be shown (repr, errors, logs)."""
+    return name in _SECRET_NAMES or bool(_SECRET_RE.search(name))
+
+
+def _show(name: str, value: Any) -> str:
+    return HIDDEN if is_secret(name) else repr(value)
+
+
+# ---------------------------------------------------------------------------
+# Names
+
+
+def _canonical(key: str) -> str:
+    # No Kafka producer setting has an underscore in its name, so the keyword
+    # form maps back to the dotted one unambiguously.
+    return key.replace("_", ".")
+
+
+def _is_unsupported(name: str) -> bool:
+    return (name in UNSUPPORTED or name.startswith(("ssl.", "sasl.", "metrics.context.")))
+
+
+def _unknown_message(key: str) -> str:
+    name = _canonical(key)
+    if name in _ALIASES:
+        return (f"unknown config {key!r} (another client's name); kproducer uses Kafka's Java "
+                f"names: did you mean {_ALIASES[name]!r}?")
+    match = difflib.get_close_matches(name.lower(), list(SETTINGS), n=1, cutoff=0.6)
+    if match:
+        return f"unknown config {key!r}; did you mean {match[0]!r}?"
+    return f"unknown config {key!r}; ProducerConfig.names() lists the settings kproducer knows"
+
+
+def _unsupported_message(key: str) -> str:
+    name = _canonical(key)
+    reason = UNSUPPORTED.get(name) or (
+        _SECURITY if name.startswith(("ssl.", "sasl.")) else _METRICS)
+    shown = repr(key) if key == name else f"{key!r} ({name})"
+    return f"{shown} is a Kafka producer setting that kproducer does not support: {reason}"
+
+
+# ---------------------------------------------------------------------------
+# Values
+
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+
+
+def _type_error(s: Setting, expected: str, value: Any) -> ConfigError:
+    return ConfigError(
+        f"{s.name}: expected {expected}, got {type(value).__name__} {_show(s.name, value)}",
+        key=s.name)
+
+
+def _range_text(lo: int, hi: int, tmin: int, tmax: int) -> str:
+    # A 32-bit bound is worth stating (values above it are a common surprise);
+    # a 64-bit one is not.
+    if tmax == INT32_MAX or (lo <= tmin and hi >= tmax):
+        return f"between {lo} and {hi}"
+    if hi >= tmax:
+        return f"at least {lo}"
+    if lo <= tmin:
+        return f"at most {hi}"
+    return f"between {lo} and {hi}"
+
+
+def _parse_integer(s: Setting, value: Any) -> int:
+    tmin, tmax = (INT32_MIN, INT32_MAX) if s.kind == "int" else (INT64_MIN, INT64_MAX)
+    expected = "an int (32-bit)" if s.kind == "int" else "an int (64-bit)"
+    if isinstance(value, bool):
+        raise _type_error(s, expected + "; bools are not ints", value)
+    if isinstance(value, str):
+        text = value.strip()
+        if not _INT_RE.fullmatch(text):
+            raise _type_error(s, expected + " or a decimal string", value)
+        v = int(text)
+    else:
+        try:
+            v = operator.index(value)
+        except TypeError:
+            raise _type_error(s, expected, value) from None
+    lo = tmin if s.min is None else max(s.min, tmin)
+    hi = tmax if s.max is None else min(s.max, tmax)
+    if not lo <= v <= hi:
+        shown = HIDDEN if is_secret(s.name) else v
+        raise ConfigError(
+            f"{s.name}: {shown} is out of range; expected {_range_text(lo, hi, tmin, tmax)}",
+            key=s.name)
+    return v
+
+
+def _parse_bool(s: Setting, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise _type_error(s, "a bool or 'true'/'false'", value)
+
+
+def _parse_str(s: Setting, value: Any) -> str:
+    if not isinstance(value, str):
+        raise _type_error(s, "a str", value)
+    return value.strip()
+
+
+def _parse_choice(s: Setting, value: Any) -> str:
+    v = _parse_str(s, value)
+    key = v.upper() if s.case_insensitive else v
+    if key not in s.choices:
+        raise ConfigError(
+            f"{s.name}: {v!r} is not a valid value; expected one of {', '.join(s.choices)}",
+            key=s.name)
+    if key not in s.supported:
+        raise ConfigError(
+            f"{s.name}: {key!r} is a valid Kafka value but kproducer does not support it yet; "
+            f"supported: {', '.join(s.supported)}", key=s.name)
+    return key
+
+
+def _parse_acks(s: Setting, value: Any) -> int:
+    if isinstance(value, str):
+        text = value.strip()
+        # Java's validator is case-sensitive: in("all", "-1", "0", "1").
+        if text == "all":
+            return -1
+        if text in ("-1", "0", "1"):
+            return int(text)
+    elif isinstance(value, bool) or not isinstance(value, int):
+        raise _type_error(s, "'all', -1, 0 or 1", value)
+    elif value in (-1, 0, 1):
+        return int(value)
+    raise ConfigError(f"acks: {value!r} is not a valid value; expected 'all', -1, 0 or 1",
+                      key=s.name)
+
+
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_+.-]*://")
+_HOST_RE = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _parse_address(entry: str) -> tuple[str, int]:
+    """Parses one ``host:port`` entry of bootstrap.servers; IPv6 hosts in brackets."""
+    where = f"bootstrap.servers: {entry!r}"
+    text = entry
+    # Java's Utils.getHost/getPort pattern skips a leading "PLAINTEXT://"-style prefix.
+    m = _SCHEME_RE.match(text)
+    if m:
+        text = text[m.end():]
+    if text.startswith("["):
+        close = text.find("]")
+        if close < 0:
+            raise ConfigError(f"{where} has no closing ']' for its IPv6 address",
+                              key="bootstrap.servers")
+        host, rest = text[1:close], text[close + 1:]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ConfigError(f"{where}: brackets must hold an IPv6 address, not {host!r}",
+                              key="bootstrap.servers") from None
+        if not rest.startswith(":"):
+            raise ConfigError(f"{where} has no port; expected [ipv6]:port",
+                              key="bootstrap.servers")
+        port_text = rest[1:]
+    else:
+        host, sep, port_text = text.rpartition(":")
+        if not sep:
+            raise ConfigError(f"{where} has no port; expected host:port", key="bootstrap.servers")
+        if ":" in host:
+            raise ConfigError(f"{where}: an IPv6 address must be in brackets, as in "
+                              f"'[{host}]:{port_text}'", key="bootstrap.servers")
+        if not host:
+            raise ConfigError(f"{where} has an empty host; expected host:port",
+                              key="bootstrap.servers")
+        if not _HOST_RE.fullmatch(host):
+            raise ConfigError(f"{where}: {host!r} is not a valid host name or address",
+                              key="bootstrap.servers")
+    if not port_text.isascii() or not port_text.isdigit():
+        raise ConfigError(f"{where}: port {port_text!r} is not a number",
+                          key="bootstrap.servers")
+    port = int(port_text)
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"{where}: port {port} is out of range; expected between 1 and 65535",
+                          key="bootstrap.servers")
+    return host, port
+
+
+def _format_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _parse_servers(s: Setting, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        entries = [e.strip() for e in value.split(",")]
+        if entries == [""]:
+            entries = []
+    elif isinstance(value, (list, tuple)):
+        entries = []
+        for e in value:
+            if not isinstance(e, str):
+                raise ConfigError(f"bootstrap.servers: expected str entries, got "
+                                  f"{type(e).__name__} {e!r}", key=s.name)
+            entries.append(e.strip())
+    else:
+        raise _type_error(s, "a list of 'host:port' strings or a comma-separated str", value)
+    if not entries:
+        raise ConfigError("bootstrap.servers: must name at least one broker (host:port)",
+                          key=s.name)
+    out: list[str] = []
+    for e in entries:
+        if not e:
+            raise ConfigError(f"bootstrap.servers: empty entry in {value!r}", key=s.name)
+        addr = _format_address(*_parse_address(e))
+        if addr in out:
+            raise ConfigError(f"bootstrap.servers: {addr!r} is listed twice", key=s.name)
+        out.append(addr)
+    return tuple(out)
+
+
+def _parse_callable(s: Setting, value: Any):
+    if callable(value):
+        return value
+    if isinstance(value, str):
+        raise ConfigError(
+            f"{s.name}: expected a Python callable, got the str {value!r}; Java class names "
+            f"have no meaning in kproducer", key=s.name)
+    raise _type_error(s, "a callable or None", value)
+
+
+def _parse_unset(s: Setting, value: Any):
+    reason = _TRANSACTIONS if s.name == "transactional.id" else "not supported yet"
+    raise ConfigError(f"{s.name}: {reason}; it must be None (got {_show(s.name, value)})",
+                      key=s.name)
+
+
+_PARSERS = {
+    "int": _parse_integer, "long": _parse_integer, "bool": _parse_bool, "str": _parse_str,
+    "choice": _parse_choice, "acks": _parse_acks, "servers": _parse_servers,
+    "callable": _parse_callable, "unset": _parse_unset,
+}
+
+
+def _parse(s: Setting, value: Any) -> Any:
+    return _PARSERS[s.kind](s, value)
+
+
+# ---------------------------------------------------------------------------
+# The config object
+
+
+class ProducerConfig(Mapping):
+    """The producer's configuration: validated, normalised and immutable.
+
+    ``ProducerConfig(config=None, /, **settings)``: ``config`` is a mapping of
+    dotted Kafka names (``{"bootstrap.servers": "localhost:9092"}``) and
+    ``settings`` the same names with underscores (``linger_ms=10``). Raises
+    :class:`~kproducer.errors.ConfigError` for unknown or unsupported names,
+    wrong types, out-of-range values and conflicting settings.
+
+    Read a setting as an attribute (``cfg.linger_ms``) or by name
+    (``cfg["linger.ms"]``); ``cfg.as_dict()`` gives every resolved setting,
+    ``cfg.user_config`` only what the user passed (the values as given, which
+    rebuild an equal config: pickling uses it). ``acks`` reads as an int
+    (-1, 0 or 1), ``bootstrap.servers`` as a tuple of ``host:port`` strings,
+    ``security.protocol`` in upper case. ``client.id`` stays ``""`` when not
+    set; the producer then names itself as Java does (``producer-N``).
+    """
+
+    __slots__ = ("_user", "_values")
+
+    def __init__(self, config: Mapping[str, Any] | None = None, /, **settings: Any):
+        if isinstance(config, ProducerConfig):
+            config = config.user_config
+        elif config is not None and not isinstance(config, Mapping):
+            raise ConfigError(
+                f"ProducerConfig takes a mapping of settings, not {type(config).__name__}")
+        given: dict[str, tuple[str, Any, Any]] = {}  # name -> (key as given, raw, parsed)
+        for key, value in [*(config or {}).items(), *settings.items()]:
+            if not isinstance(key, str):
+                raise ConfigError(f"config names must be str, got {type(key).__name__} {key!r}")
+            name = _canonical(key)
+            if name not in SETTINGS:
+                if _is_unsupported(name):
+                    if value is None:
+                        continue
+                    raise ConfigError(_unsupported_message(key), key=name)
+                raise ConfigError(_unknown_message(key), key=key)
+            if value is None and name != "bootstrap.servers":
+                parsed = None
+            else:
+                parsed = _parse(SETTINGS[name], value)
+            if name in given:
+                first_key, first_raw, first_parsed = given[name]
+                if first_parsed != parsed:
+                    raise ConfigError(
+                        f"config {name!r} given twice with different values: "
+                        f"{_show(name, first_raw)} (as {first_key!r}) and "
+                        f"{_show(name, value)} (as {key!r})", key=name)
+                continue
+            given[name] = (key, value, parsed)
+
+        # Copies of list values, so that later changes to the caller's list show in neither.
+        user = {name: list(raw) if isinstance(raw, list) else raw
+                for name, (_, raw, parsed) in given.items() if parsed is not None}
+        explicit = {name: parsed for name, (_, _, parsed) in given.items() if parsed is not None}
+        if "bootstrap.servers" not in given:
+            raise ConfigError("bootstrap.servers is required: the brokers to connect to first, "
+                              "e.g. 'localhost:9092'", key="bootstrap.servers")
+        values = {s.name: explicit.get(s.name, s.default) for s in _DEFS}
+        _resolve(values, explicit)
+        object.__setattr__(self, "_values", values)
+        object.__setattr__(self, "_user", user)
+
+    # -- mapping ----------------------------------------------------------
+
+    def __getitem__(self, key: str) -> Any:
+        name = _canonical(key) if isinstance(key, str) else key
+        try:
+            return self._values[name]
+        except (KeyError, TypeError):
+            raise KeyError(_unknown_message(key) if isinstance(key, str) else key) from None
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and _canonical(key) in self._values
+
+    # -- views ------------------------------------------------------------
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every setting's resolved value, by dotted name (a new dict)."""
+        return dict(self._values)
+
+    @property
+    def user_config(self) -> dict[str, Any]:
+        """Only the settings the user passed, by dotted name, values as given (a new dict).
+
+        ``ProducerConfig(cfg.user_config)`` rebuilds an equal config.
+        """
+        return {k: list(v) if isinstance(v, list) else v for k, v in self._user.items()}
+
+    @property
+    def compression_level(self) -> int | None:
+        """The level for the chosen codec (its ``compression.<codec>.level``), or None
+        for ``none`` and ``snappy``, which take no level."""
+        codec = self._values["compression.type"]
+        if codec not in LEVELS:
+            return None
+        return self._values[f"compression.{codec}.level"]
+
+    @property
+    def bootstrap_addresses(self) -> list[tuple[str, int]]:
+        """``bootstrap.servers`` as ``[(host, port), ...]``, IPv6 hosts without brackets."""
+        return [_parse_address(e) for e in self._values["bootstrap.servers"]]
+
+    @staticmethod
+    def names() -> list[str]:
+        """The dotted names of every setting kproducer implements."""
+        return list(SETTINGS)
+
+    # -- immutability, pickling, display ------------------------------------
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"ProducerConfig is immutable; cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"ProducerConfig is immutable; cannot delete {name!r}")
+
+    def __reduce__(self):
+        return (_rebuild, (self.user_config,))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __repr__(self) -> str:
+        # The settings that differ from Kafka's defaults (bootstrap.servers always).
+        shown = {
+            name: (HIDDEN if is_secret(name) else v)
+            for name, v in self._values.items()
+            if name == "bootstrap.servers" or v != SETTINGS[name].default
+        }
+        for name in self._user:  # and anything the user set that the table does not show
+            if is_secret(name):
+                shown[name] = HIDDEN
+        body = ", ".join(f"{k!r}: {v if v is HIDDEN else repr(v)}" for k, v in shown.items())
+        return f"ProducerConfig({{{body}}})"
+
+
+def _rebuild(user_config: dict) -> ProducerConfig:
+    return ProducerConfig(user_config)
+
+
+def _resolve(values: dict[str, Any], explicit: dict[str, Any]) -> None:
+    """Cross-setting rules, in Java's order; ``explicit`` holds what the user set."""
+    # CommonClientConfigs.postProcessReconnectBackoffConfigs
+    if "reconnect.backoff.ms" in explicit and "reconnect.backoff.max.ms" not in explicit:
+        log.warning("Disabling exponential reconnect backoff because reconnect.backoff.ms is "
+                    "set, but reconnect.backoff.max.ms is not.")
+        values["reconnect.backoff.max.ms"] = values["reconnect.backoff.ms"]
+
+    # CommonClientConfigs.warnDisablingExponentialBackoff
+    for base, top, what in (("retry.backoff.ms", "retry.backoff.max.ms", "backoff"),
+                            ("socket.connection.setup.timeout.ms",
+                             "socket.connection.setup.timeout.max.ms", "connection setup timeout")):
+        if values[base] > values[top]:
+            log.warning("Configuration '%s' with value '%d' is greater than configuration '%s' "
+                        "with value '%d'. A static %s with value '%d' will be applied.",
+                        base, values[base], top, values[top], what, values[top])
+
+    # ProducerConfig.postProcessAndValidateIdempotenceConfigs (Kafka 4.x)
+    if values["enable.idempotence"]:
+        user_set = "enable.idempotence" in explicit
+        disable = False
+        if values["retries"] == 0:
+            if user_set:
+                raise ConfigError("Must set retries to non-zero when using the idempotent "
+                                  "producer (enable.idempotence=true).", key="retries")
+            log.info("Idempotence will be disabled because retries is set to 0.")
+            disable = True
+        if values["acks"] != -1:
+            if user_set:
+                raise ConfigError("Must set acks to all in order to use the idempotent producer "
+                                  "(enable.idempotence=true). Otherwise we cannot guarantee "
+                                  "idempotence.", key="acks")
+            log.info("Idempotence will be disabled because acks is set to %d, not set to 'all'.",
+                     values["acks"])
+            disable = True
+        in_flight = values["max.in.flight.requests.per.connection"]
+        if in_flight > MAX_IN_FLIGHT_FOR_IDEMPOTENCE:
+            # An error since Kafka 4.0 even when idempotence is only on by default
+            # (KAFKA-17927); Java checks it before applying the disablement above.
+            raise ConfigError(
+                f"To use the idempotent producer, max.in.flight.requests.per.connection must be "
+                f"set to at most {MAX_IN_FLIGHT_FOR_IDEMPOTENCE}. Current value is {in_flight}."
+                + ("" if user_set else " Set enable.idempotence=false to allow more."),
+                key="max.in.flight.requests.per.connection")
+        if disable:
+            values["enable.idempotence"] = False
+
+    # KafkaProducer.configureDeliveryTimeout
+    linger = min(values["linger.ms"], INT32_MAX)
+    floor = min(linger + values["request.timeout.ms"], INT32_MAX)
+    if values["delivery.timeout.ms"] < floor:
+        if "delivery.timeout.ms" in explicit:
+            raise ConfigError(
+                f"delivery.timeout.ms should be equal to or larger than linger.ms + "
+                f"request.timeout.ms ({values['delivery.timeout.ms']} < {linger} + "
+                f"{values['request.timeout.ms']})", key="delivery.timeout.ms")
+        log.warning("delivery.timeout.ms should be equal to or larger than linger.ms + "
+                    "request.timeout.ms. Setting it to %d.", floor)
+        values["delivery.timeout.ms"] = floor
+
+
+def _add_accessors() -> None:
+    lines = ["", "Settings (attribute name, Kafka name, default):", ""]
+    for s in _DEFS:
+        setattr(ProducerConfig, s.attr,
+                property(lambda self, _n=s.name: self._values[_n], doc=s.doc))
+        default = "required" if s.required else repr(s.default)
+        lines.append(f"- ``{s.attr}`` (``{s.name}``, {default}): {s.doc}")
+    ProducerConfig.__doc__ = (ProducerConfig.__doc__ or "") + "\n    ".join(lines) + "\n"
+
+
+_add_accessors()
