@@ -43,6 +43,13 @@ typedef enum kp_status {
     KP_ERR_FRAME_SIZE = 7,     /* frame size negative or above the receiver's limit */
     KP_ERR_OVERFLOW = 8,       /* a value does not fit its wire field (e.g. > 2 GiB) */
     KP_ERR_TRAILING = 9,       /* bytes left over after a complete structure */
+    /* network (kp_selector) */
+    KP_ERR_SYS = 10,           /* a system call failed; the errno travels beside the status */
+    KP_ERR_BUSY = 11,          /* a send is already staged on this connection */
+    KP_ERR_NOT_FOUND = 12,     /* no connection with this id */
+    KP_ERR_IN_USE = 13,        /* connect on an id that already has a connection */
+    KP_ERR_ADDRESS = 14,       /* not a numeric IPv4/IPv6 address */
+    KP_ERR_EOF = 15,           /* the peer closed the connection */
 } kp_status;
 
 /* Where a reader stopped: filled on failure, untouched on success. */

@@ -28,12 +28,13 @@ from kproducer._cdefs.murmur2 cimport kp_murmur2_partition
 from kproducer._codec cimport _HeaderScratch, raise_kp_error
 
 import logging
+import os
 import threading
 import time
 from collections import deque, namedtuple
 
 from kproducer import compression as _compression
-from kproducer.errors import KafkaError, KafkaTimeoutError
+from kproducer.errors import KafkaError, KafkaTimeoutError, RecordTooLargeError
 
 log = logging.getLogger("kproducer")
 
@@ -512,13 +513,16 @@ cdef class RecordAccumulator:
     cdef public int flushes_in_progress
     cdef public bint closed
     cdef readonly Py_ssize_t last_need
+    cdef readonly Py_ssize_t max_request_size
+    # BatchResults of batches not yet completed: flush() waits for a snapshot of these.
+    cdef readonly set incomplete
     cdef int64_t retry_backoff_ms
     cdef int64_t retry_backoff_max_ms
 
     def __cinit__(self, *, Py_ssize_t batch_size=16384, int64_t linger_ms=5, str compression="none",
                   compression_level=None, Py_ssize_t buffer_memory=33554432, bint ignore_keys=False,
                   int64_t retry_backoff_ms=100, int64_t retry_backoff_max_ms=1000,
-                  wakeup=None, choose_sticky=None):
+                  Py_ssize_t max_request_size=1048576, wakeup=None, choose_sticky=None):
         self._lock = PyThread_allocate_lock()
         if self._lock == NULL:
             raise MemoryError()
@@ -529,11 +533,13 @@ cdef class RecordAccumulator:
         self.pool = BufferPool(buffer_memory)
         self.ignore_keys = ignore_keys
         self._topics = {}
+        self.incomplete = set()
         self._scratch = _HeaderScratch()
         self._wakeup = wakeup
         self._choose_sticky = choose_sticky
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = retry_backoff_max_ms
+        self.max_request_size = max_request_size
 
     def __dealloc__(self):
         if self._lock != NULL:
@@ -628,6 +634,14 @@ cdef class RecordAccumulator:
                 if headers is not None:
                     nh = self._scratch.fill(headers, 0)
 
+                need = (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + RECORD_OVERHEAD
+                if nh:
+                    need += self._headers_size(nh)
+                if need > self.max_request_size or need > self.pool.total:
+                    raise RecordTooLargeError(
+                        f"the record is {need} bytes when serialized, larger than "
+                        f"{'max.request.size' if need > self.max_request_size else 'buffer.memory'}="
+                        f"{self.max_request_size if need > self.max_request_size else self.pool.total}")
                 if partition is not None:
                     p = partition
                     if p < 0 or p >= n:
@@ -664,9 +678,8 @@ cdef class RecordAccumulator:
                             if not appended:
                                 st.open_batches[p] = None
                     if not appended:
-                        need = self.batch_size
-                        if klen + vlen + RECORD_OVERHEAD + HEADER_OVERHEAD * nh > need:
-                            need = klen + vlen + RECORD_OVERHEAD + HEADER_OVERHEAD * nh
+                        if need < self.batch_size:
+                            need = self.batch_size
                         if not self.pool.try_reserve(need):
                             self.last_need = need
                             if wake and self._wakeup is not None:
@@ -680,6 +693,7 @@ cdef class RecordAccumulator:
                         q = st.queues[p]
                         q.append(b)
                         st.open_batches[p] = b
+                        self.incomplete.add(b.result)
                         wake = True
                 if sticky:
                     st.sticky_bytes += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + 8
@@ -698,6 +712,14 @@ cdef class RecordAccumulator:
         if wake and self._wakeup is not None:
             self._wakeup()
         return fut
+
+    cdef Py_ssize_t _headers_size(self, Py_ssize_t nh):
+        cdef Py_ssize_t i, size = 0
+        for i in range(nh):
+            size += <Py_ssize_t>self._scratch.items[i].key_len + 10
+            if self._scratch.items[i].value_len > 0:
+                size += <Py_ssize_t>self._scratch.items[i].value_len
+        return size
 
     cdef int32_t _pick_sticky(self, _TopicState st) except -1:
         cdef int32_t p
@@ -868,6 +890,31 @@ cdef class RecordAccumulator:
             self._release()
         return out
 
+    def track(self, *results):
+        for r in results:
+            self.incomplete.add(r)
+
+    def untrack(self, BatchResult result):
+        self.incomplete.discard(result)
+
+    def reset_sequences(self):
+        """Forgets every queued batch's sequence number (a new producer id numbers
+        them again, in queue order). Returns how many were reset."""
+        cdef Py_ssize_t n = 0
+        cdef _TopicState st
+        cdef ProducerBatch b
+        self._acquire()
+        try:
+            for st in self._topics.values():
+                for q in st.queues:
+                    for b in q:
+                        if b.base_sequence >= 0:
+                            b.base_sequence = -1
+                            n += 1
+        finally:
+            self._release()
+        return n
+
     def queued_batches(self):
         cdef Py_ssize_t n = 0
         cdef _TopicState st
@@ -885,3 +932,49 @@ cdef class RecordAccumulator:
 
     def topics(self):
         return list(self._topics)
+
+
+# ---- the send() fast path ------------------------------------------------------------
+
+# Bumped in a forked child: producers compare it instead of calling os.getpid()
+# (a system call, ~200 ns) on every send().
+cdef long _fork_generation = 0
+
+
+def _after_fork_in_child():
+    global _fork_generation
+    _fork_generation += 1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def fork_generation():
+    return _fork_generation
+
+
+cdef class SendPath:
+    """``Producer.send`` without Python frames: straight into the accumulator when
+    nothing needs Python (no serializer, no custom partitioner, metadata known,
+    memory free, same process); otherwise ``slow(...)`` handles the record."""
+    cdef RecordAccumulator acc
+    cdef object slow
+    cdef long generation
+    cdef bint needs_python
+
+    def __cinit__(self, RecordAccumulator acc, slow, bint needs_python):
+        self.acc = acc
+        self.slow = slow
+        self.needs_python = needs_python
+        self.generation = _fork_generation
+
+    def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
+             on_delivery=None):
+        """Queues one record and returns its future; see Producer.send."""
+        cdef object fut
+        if self.needs_python or self.generation != _fork_generation or type(topic) is not str:
+            return self.slow(topic, value, key, partition, timestamp_ms, headers, on_delivery, None)
+        fut = self.acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
+        if fut is NEED_METADATA or fut is NEED_MEMORY:
+            return self.slow(topic, value, key, partition, timestamp_ms, headers, on_delivery, fut)
+        return fut

@@ -28,7 +28,7 @@ def _run(cmd, *, cwd=None, env=None, timeout=900):
 def _copy_source(dest: Path) -> Path:
     src = dest / "src"
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "*.egg-info", "*.so", "_codec.c", "__pycache__",
+        ".git", ".venv", "build", "dist", "*.egg-info", "*.so", "_codec.c", "_net.c", "__pycache__",
         ".hypothesis", ".pytest_cache", "bench-results*"))
     return src
 
@@ -77,11 +77,12 @@ def test_sanitizer_build_runs_codec_tests_clean(tmp_path):
                # CPython's own allocations are not ours to judge; leaks are checked in C tests.
                ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
-    probe = _run([sys.executable, "-c", "import kproducer._codec as m; print(m.__file__)"], cwd=src, env=env)
-    assert probe.stdout.strip().startswith(str(src))
+    probe = _run([sys.executable, "-c", "import kproducer._codec as m, kproducer._net as n; print(m.__file__); print(n.__file__)"],
+                 cwd=src, env=env)
+    assert all(line.startswith(str(src)) for line in probe.stdout.split()), probe.stdout
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-         "tests/test_codec.py", "tests/test_differential.py"],
+         "tests/test_codec.py", "tests/test_differential.py", "tests/test_selector.py"],
         cwd=src, env=env, capture_output=True, text=True, timeout=1100)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-6000:]

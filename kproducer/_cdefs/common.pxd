@@ -13,6 +13,12 @@ cdef extern from "kp_common.h" nogil:
         KP_ERR_FRAME_SIZE
         KP_ERR_OVERFLOW
         KP_ERR_TRAILING
+        KP_ERR_SYS
+        KP_ERR_BUSY
+        KP_ERR_NOT_FOUND
+        KP_ERR_IN_USE
+        KP_ERR_ADDRESS
+        KP_ERR_EOF
 
     ctypedef struct kp_error:
         const char *field

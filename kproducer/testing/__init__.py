@@ -5,5 +5,6 @@ Pure Python; nothing here imports the compiled codec.
 
 from .broker import BrokerStartError, TansuBroker, free_port
 from .client import BlockingClient
+from .proxy import FaultProxy
 
-__all__ = ["TansuBroker", "BrokerStartError", "BlockingClient", "free_port"]
+__all__ = ["TansuBroker", "BrokerStartError", "BlockingClient", "free_port", "FaultProxy"]

@@ -1,0 +1,355 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled network selector: a thin binding over csrc/kp_selector.{h,c}.
+
+:class:`Selector` is Java's ``org.apache.kafka.common.network.Selector`` over
+epoll: connections named by small integer ids, one staged send per
+connection, and :meth:`Selector.poll` doing all socket I/O with the GIL
+released. It resolves no names (give it numeric addresses from
+``socket.getaddrinfo``) and knows nothing about requests: the network client
+above it matches responses to requests.
+
+Status codes from the C selector become exceptions in ``_raise`` below, with
+the connection id and the errno text in the message.
+"""
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdint cimport int32_t, uint8_t, INT32_MAX
+from libc.limits cimport INT_MAX
+
+from kproducer._cdefs.common cimport *
+from kproducer._cdefs.selector cimport *
+
+import errno as _errno
+import math as _math
+import os as _os
+from collections import namedtuple
+
+from kproducer.errors import NetworkError
+
+# Largest frame a Selector accepts by default (Kafka's socket.request.max.bytes).
+DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+# Bytes read from one connection per poll at most, and per recv(2) call.
+READ_BUDGET = KP_SEL_READ_BUDGET
+READ_CHUNK = KP_SEL_READ_CHUNK
+MAX_CONNECTIONS = KP_SEL_MAX_CONNECTIONS
+
+# Sends up to this size are copied with the GIL held (cheaper than releasing it).
+cdef size_t _NOGIL_COPY_MIN = 64 * 1024
+
+PollResult = namedtuple("PollResult", "connected disconnected sent received woken")
+PollResult.__doc__ = """What one :meth:`Selector.poll` observed.
+
+``connected``: ids whose connect completed. ``disconnected``: ``(id, reason)``
+pairs (the id is free again; ``reason`` is a human-readable string such as
+``"connect failed: Connection refused (ECONNREFUSED)"``). ``sent``: ids whose
+staged send was fully written. ``received``: ``(id, frame_body)`` pairs in
+arrival order (size prefix stripped). ``woken``: :meth:`Selector.wakeup` was
+called. Each id appears at most once in ``connected``, ``sent`` and
+``disconnected``; frames received before a disconnect in the same poll are
+complete and are listed in ``received``.
+"""
+
+ConnectionStats = namedtuple("ConnectionStats", "bytes_sent bytes_received send_remaining send_total")
+ConnectionStats.__doc__ = """Counters of one connection (bytes over its life; the staged send's
+remaining and total bytes, 0 when none is staged)."""
+
+_STATE_NAMES = {KP_SEL_FREE: "disconnected", KP_SEL_CONNECTING: "connecting",
+                KP_SEL_CONNECTED: "connected"}
+
+
+cdef str _errno_text(int e):
+    name = _errno.errorcode.get(e)
+    text = _os.strerror(e)
+    return f"{text} ({name})" if name else f"{text} (errno {e})"
+
+
+cdef str _reason(const kp_sel_disconnect *d, int32_t max_frame):
+    if d.status == KP_ERR_SYS:
+        text = _errno_text(d.sys_errno)
+        return text if d.was_connected else "connect failed: " + text
+    if d.status == KP_ERR_EOF:
+        if d.value:
+            return f"connection closed by peer mid-frame ({d.value} bytes of an incomplete frame received)"
+        return "connection closed by peer"
+    if d.status == KP_ERR_FRAME_SIZE:
+        return f"invalid frame size {d.value} (must be 0..{max_frame}); the stream is lost"
+    if d.status == KP_ERR_NOMEM:
+        return f"out of memory for a received frame of {d.value} bytes"
+    return f"error code {<int>d.status}"
+
+
+cdef int _raise(kp_status st, int sys_errno, int32_t conn_id, str what) except -1:
+    """Raises the exception for a failed selector call."""
+    prefix = f"connection {conn_id}: {what}"
+    if st == KP_ERR_NOMEM:
+        raise MemoryError(f"{prefix}: out of memory")
+    if st == KP_ERR_OVERFLOW:
+        raise OverflowError(f"{prefix}: payload exceeds the int32 frame Size field")
+    if st == KP_ERR_INVALID:
+        raise ValueError(f"{prefix}: invalid argument")
+    if st == KP_ERR_ADDRESS:
+        raise ValueError(f"{prefix}: not a numeric IPv4/IPv6 address "
+                         f"(resolve host names with socket.getaddrinfo first)")
+    if st == KP_ERR_BUSY:
+        raise NetworkError(f"{prefix}: a send is already in flight on this connection; "
+                           f"wait until poll() reports it in .sent", conn_id=conn_id)
+    if st == KP_ERR_NOT_FOUND:
+        raise NetworkError(f"{prefix}: no such connection (never connected, closed, "
+                           f"or reported disconnected)", conn_id=conn_id)
+    if st == KP_ERR_IN_USE:
+        raise NetworkError(f"{prefix}: the id already has a connection; close it first",
+                           conn_id=conn_id)
+    if st == KP_ERR_SYS:
+        raise NetworkError(f"{prefix} failed: {_errno_text(sys_errno)}", conn_id=conn_id,
+                           errno=sys_errno)
+    raise NetworkError(f"{prefix}: error code {<int>st}", conn_id=conn_id)
+
+
+cdef class Selector:
+    """Non-blocking TCP connections multiplexed over epoll.
+
+    ``Selector(max_connections=1024, max_frame_size=100 MiB)``: connection ids
+    are ``0 .. max_connections-1``; received frames above ``max_frame_size``
+    (or negative) close their connection.
+
+    All I/O happens in :meth:`poll`, which may block (GIL released) and is
+    meant to be called from one network thread. Only :meth:`wakeup` may be
+    called from other threads while a poll runs; other mutating calls made
+    concurrently with a poll raise ``RuntimeError``.
+
+    Contracts:
+
+    - :meth:`connect` returns at once; its outcome arrives in a later poll as
+      ``connected`` or ``disconnected`` (also when the connect failed
+      immediately, e.g. refused on loopback). It raises only for bad
+      arguments, an id in use, or when no socket can be created (EMFILE).
+    - :meth:`send` copies the bytes (the caller may reuse its buffer at once)
+      and stages them as the connection's one send in flight; a second send
+      before poll reports the first in ``sent`` raises :class:`NetworkError`.
+      Each poll writes a staged send with one ``send(2)`` call at most, so a
+      slow peer never stalls the other connections.
+    - Connected sockets are always read, up to ``READ_BUDGET`` (256 KiB) per
+      connection per poll, even when nothing is expected.
+    - :meth:`close` closes at once and reports nothing.
+    """
+    cdef kp_selector *sel
+    cdef bint _busy
+
+    def __cinit__(self, int max_connections=1024, max_frame_size=DEFAULT_MAX_FRAME_SIZE):
+        cdef int err = 0
+        cdef kp_status st
+        if max_connections < 1 or max_connections > KP_SEL_MAX_CONNECTIONS:
+            raise ValueError(f"max_connections must be 1..{KP_SEL_MAX_CONNECTIONS}, got {max_connections}")
+        if not 0 <= max_frame_size <= INT32_MAX:
+            raise ValueError(f"max_frame_size must be 0..{INT32_MAX}, got {max_frame_size}")
+        st = kp_selector_new(&self.sel, max_connections, <int32_t>max_frame_size, &err)
+        if st != KP_OK:
+            if st == KP_ERR_NOMEM:
+                raise MemoryError("Selector: out of memory")
+            raise NetworkError(f"Selector: cannot create the epoll/eventfd pair: {_errno_text(err)}",
+                               errno=err)
+
+    def __dealloc__(self):
+        if self.sel != NULL:
+            kp_selector_free(self.sel)
+            self.sel = NULL
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close_all()
+
+    # -- helpers ---------------------------------------------------------------
+    cdef inline int _check_id(self, conn_id) except -1:
+        if not 0 <= conn_id < kp_selector_max_connections(self.sel):
+            raise ValueError(f"conn_id {conn_id} out of range 0..{kp_selector_max_connections(self.sel) - 1}")
+        return 0
+
+    cdef inline int _enter(self, str what) except -1:
+        if self._busy:
+            raise RuntimeError(f"Selector.{what}: poll() is running in another thread; "
+                               f"only wakeup() may be called concurrently")
+        return 0
+
+    # -- properties --------------------------------------------------------------
+    @property
+    def max_connections(self):
+        return kp_selector_max_connections(self.sel)
+
+    @property
+    def max_frame_size(self):
+        return kp_selector_max_frame_size(self.sel)
+
+    def __len__(self):
+        """Number of ids in use (connecting or connected)."""
+        return kp_selector_count(self.sel)
+
+    def count(self):
+        """Number of ids in use (connecting or connected)."""
+        return kp_selector_count(self.sel)
+
+    # -- connections ---------------------------------------------------------------
+    def connect(self, int conn_id, str host, int port, int send_buffer=131072,
+                int receive_buffer=32768):
+        """Starts a non-blocking connect of ``conn_id`` to ``host:port``.
+
+        ``host`` is a numeric IPv4 or IPv6 address (``"127.0.0.1"``,
+        ``"::1"``, ``"fe80::1%eth0"``). ``send_buffer`` / ``receive_buffer``
+        set SO_SNDBUF / SO_RCVBUF when > 0; ``-1`` keeps the OS default. The
+        outcome is reported by a later :meth:`poll`.
+        """
+        cdef int err = 0
+        cdef kp_status st
+        cdef bytes h
+        self._enter("connect")
+        self._check_id(conn_id)
+        if not 1 <= port <= 65535:
+            raise ValueError(f"connection {conn_id}: port must be 1..65535, got {port}")
+        try:
+            h = host.encode("ascii")
+        except UnicodeEncodeError:
+            h = b""
+        if not h or b"\0" in h:
+            _raise(KP_ERR_ADDRESS, 0, conn_id, f"connect to {host!r}")
+        st = kp_selector_connect(self.sel, conn_id, h, port, send_buffer, receive_buffer, &err)
+        if st != KP_OK:
+            _raise(st, err, conn_id, f"connect to {host}:{port}")
+
+    def close(self, int conn_id):
+        """Closes ``conn_id`` (no event is reported). Returns True if a
+        connection was open, False if there was none (closing twice is fine)."""
+        self._enter("close")
+        self._check_id(conn_id)
+        return kp_selector_close(self.sel, conn_id) == KP_OK
+
+    def close_all(self):
+        """Closes every connection (no events)."""
+        self._enter("close_all")
+        kp_selector_close_all(self.sel)
+
+    def is_connected(self, int conn_id):
+        """True from the poll that reports ``conn_id`` connected until it is
+        reported disconnected or closed."""
+        self._check_id(conn_id)
+        return bool(kp_selector_is_connected(self.sel, conn_id))
+
+    def is_sending(self, int conn_id):
+        """True while ``conn_id`` has a staged send not yet fully written."""
+        self._check_id(conn_id)
+        return bool(kp_selector_is_sending(self.sel, conn_id))
+
+    def state(self, int conn_id):
+        """``"disconnected"``, ``"connecting"`` or ``"connected"``."""
+        self._check_id(conn_id)
+        return _STATE_NAMES[kp_selector_state(self.sel, conn_id)]
+
+    def stats(self, int conn_id):
+        """:class:`ConnectionStats` of an open connection."""
+        cdef kp_sel_stats s
+        cdef kp_status st
+        self._check_id(conn_id)
+        st = kp_selector_stats(self.sel, conn_id, &s)
+        if st != KP_OK:
+            _raise(st, 0, conn_id, "stats")
+        return ConnectionStats(s.bytes_sent, s.bytes_received, s.send_remaining, s.send_total)
+
+    # -- I/O -----------------------------------------------------------------------
+    cdef object _stage(self, int conn_id, object data, bint add_prefix, str what):
+        cdef Py_buffer view
+        cdef kp_status st
+        self._enter(what)
+        self._check_id(conn_id)
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            if not add_prefix and view.len == 0:
+                raise ValueError(f"connection {conn_id}: {what}: empty data")
+            if add_prefix and <size_t>view.len > <size_t>INT32_MAX:
+                _raise(KP_ERR_OVERFLOW, 0, conn_id, what)
+            if <size_t>view.len >= _NOGIL_COPY_MIN:
+                # The poll thread cannot run meanwhile: _busy is checked above
+                # and poll() checks it too, both with the GIL held.
+                self._busy = True
+                try:
+                    with nogil:
+                        if add_prefix:
+                            st = kp_selector_send_frame(self.sel, conn_id, <const uint8_t *>view.buf, <size_t>view.len)
+                        else:
+                            st = kp_selector_send(self.sel, conn_id, <const uint8_t *>view.buf, <size_t>view.len)
+                finally:
+                    self._busy = False
+            elif add_prefix:
+                st = kp_selector_send_frame(self.sel, conn_id, <const uint8_t *>view.buf, <size_t>view.len)
+            else:
+                st = kp_selector_send(self.sel, conn_id, <const uint8_t *>view.buf, <size_t>view.len)
+            if st != KP_OK:
+                _raise(st, 0, conn_id, what)
+        finally:
+            PyBuffer_Release(&view)
+
+    def send(self, int conn_id, data):
+        """Stages ``data`` - whole frames, size prefix included (e.g.
+        ``kproducer.codec.frame(request)``) - as ``conn_id``'s one send in
+        flight. The bytes are copied. Allowed while connecting (written once
+        connected). Raises :class:`NetworkError` if a send is already in
+        flight or the id has no connection."""
+        self._stage(conn_id, data, False, "send")
+
+    def send_frame(self, int conn_id, payload):
+        """Like :meth:`send` for a bare payload: the 4-byte size prefix is
+        written by the selector (saves building the framed copy)."""
+        self._stage(conn_id, payload, True, "send_frame")
+
+    def poll(self, timeout_ms):
+        """Waits up to ``timeout_ms`` milliseconds (0: do not wait; None: no
+        limit) for I/O or :meth:`wakeup`, does the I/O and returns a
+        :class:`PollResult`. The GIL is released while waiting and during the
+        I/O. Does not wait when a connect outcome is already known."""
+        cdef int t, err = 0
+        cdef kp_status st
+        cdef const kp_sel_results *res = NULL
+        cdef const kp_sel_disconnect *d
+        cdef kp_sel_receive *r
+        cdef size_t i
+        cdef int32_t max_frame
+        if timeout_ms is None:
+            t = -1
+        else:
+            if timeout_ms < 0:
+                raise ValueError(f"poll: timeout_ms must be >= 0 or None, got {timeout_ms}")
+            t = <int>min(_math.ceil(timeout_ms), INT_MAX)
+        self._enter("poll")
+        self._busy = True
+        try:
+            with nogil:
+                st = kp_selector_poll(self.sel, t, &res, &err)
+        finally:
+            self._busy = False
+        if st != KP_OK:
+            raise NetworkError(f"poll: epoll_wait failed: {_errno_text(err)}", errno=err)
+        max_frame = kp_selector_max_frame_size(self.sel)
+        try:
+            connected = [res.connected[i] for i in range(res.n_connected)]
+            sent = [res.sent[i] for i in range(res.n_sent)]
+            disconnected = []
+            for i in range(res.n_disconnected):
+                d = &res.disconnected[i]
+                disconnected.append((d.id, _reason(d, max_frame)))
+            received = []
+            for i in range(res.n_received):
+                r = &res.received[i]
+                received.append((r.id, PyBytes_FromStringAndSize(<char *>r.data, <Py_ssize_t>r.len)))
+            woken = bool(res.woken)
+        finally:
+            # The frames are copied: free the C bodies now, not at the next poll.
+            kp_selector_release_results(self.sel)
+        return PollResult(connected, disconnected, sent, received, woken)
+
+    def wakeup(self):
+        """Makes a poll running in another thread (or the next poll) return
+        promptly with ``woken=True``. Cheap; safe from any thread."""
+        cdef int e
+        e = kp_selector_wakeup(self.sel)
+        if e:
+            raise NetworkError(f"wakeup failed: {_errno_text(e)}", errno=e)

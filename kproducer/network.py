@@ -1,0 +1,427 @@
+"""NetworkClient: connections to brokers over the C selector (Java's NetworkClient).
+
+Per node: a connection state (DISCONNECTED, CONNECTING, CHECKING_API_VERSIONS,
+READY) with exponential reconnect backoff and jitter; in-flight requests kept in a
+queue, matched to responses in order and checked by correlation id (a broker
+answers one connection's requests in order); request timeouts that fail the node's
+in-flight requests and disconnect it; ApiVersions on every new connection.
+
+Only the Sender thread uses a NetworkClient; ``wakeup()`` is the one method other
+threads call.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import random
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from kproducer import codec
+from kproducer._net import Selector
+from kproducer.errors import (KafkaError, KafkaTimeoutError, NetworkError, ProtocolError,
+                              UnsupportedVersionError)
+from kproducer.protocol import messages as m
+from kproducer.protocol import versions as v
+from kproducer.protocol.errors_table import ErrorCode
+
+log = logging.getLogger("kproducer")
+
+CLIENT_SOFTWARE_NAME = "kproducer"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+
+DISCONNECTED, CONNECTING, CHECKING_API_VERSIONS, READY = range(4)
+_STATE_NAMES = ["DISCONNECTED", "CONNECTING", "CHECKING_API_VERSIONS", "READY"]
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class ExponentialBackoff:
+    """Kafka's ExponentialBackoff: base * 2^attempts, capped, with +/-20 % jitter."""
+
+    def __init__(self, base_ms: int, max_ms: int, jitter: float = 0.2):
+        self.base_ms = max(base_ms, 0)
+        self.max_ms = max(max_ms, base_ms)
+        self.jitter = jitter
+
+    def backoff(self, attempts: int) -> int:
+        if self.base_ms == 0:
+            return 0
+        term = min(self.base_ms * (2 ** min(attempts, 30)), self.max_ms)
+        spread = term * self.jitter
+        return int(min(max(term + random.uniform(-spread, spread), 0), self.max_ms * (1 + self.jitter)))
+
+
+@dataclass
+class InFlightRequest:
+    correlation_id: int
+    api_key: int
+    version: int
+    request: object
+    callback: Callable           # callback(response_or_None, error_or_None)
+    send_ms: int
+    expect_response: bool = True
+    sent: bool = False           # fully written to the socket
+
+
+@dataclass
+class NodeState:
+    node_id: int
+    host: str
+    port: int
+    slot: int
+    state: int = DISCONNECTED
+    attempts: int = 0
+    last_attempt_ms: int = -(10 ** 12)
+    reconnect_wait_ms: int = 0
+    connect_started_ms: int = 0
+    versions: dict = field(default_factory=dict)
+    in_flight: collections.deque = field(default_factory=collections.deque)
+    # Correlation ids of written acks=0 requests: Kafka answers none, some brokers
+    # (Tansu) answer anyway, and those responses are read and dropped.
+    discard: set = field(default_factory=set)
+    pending: collections.deque = field(default_factory=collections.deque)   # encoded, not yet staged
+    last_activity_ms: int = 0
+
+
+class NetworkClient:
+    """Connections, request dispatch and response matching; see the module docstring."""
+
+    def __init__(self, *, client_id: str = "kproducer", request_timeout_ms: int = 30000,
+                 max_in_flight: int = 5, reconnect_backoff_ms: int = 50,
+                 reconnect_backoff_max_ms: int = 1000, connection_setup_timeout_ms: int = 10000,
+                 connections_max_idle_ms: int = 540000, send_buffer_bytes: int = 131072,
+                 receive_buffer_bytes: int = 32768, max_response_size: int = 100 * 1024 * 1024,
+                 max_connections: int = 1024):
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.max_in_flight = max_in_flight
+        self.connection_setup_timeout_ms = connection_setup_timeout_ms
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self.send_buffer_bytes = send_buffer_bytes
+        self.receive_buffer_bytes = receive_buffer_bytes
+        self.reconnect = ExponentialBackoff(reconnect_backoff_ms, reconnect_backoff_max_ms)
+        self.selector = Selector(max_connections=max_connections, max_frame_size=max_response_size)
+        self.nodes: dict[int, NodeState] = {}
+        self._free_slots = list(range(max_connections - 1, -1, -1))
+        self._next_cid = 1
+
+    # -- nodes ---------------------------------------------------------------------
+
+    def set_node(self, node_id: int, host: str, port: int) -> None:
+        """Adds or updates a broker address (from bootstrap or metadata)."""
+        ns = self.nodes.get(node_id)
+        if ns is not None:
+            if (ns.host, ns.port) != (host, port):
+                self._disconnect(ns, NetworkError(f"node {node_id} moved to {host}:{port}"), _monotonic_ms())
+                ns.host, ns.port = host, port
+            return
+        if not self._free_slots:
+            raise NetworkError("too many broker connections")
+        self.nodes[node_id] = NodeState(node_id, host, port, self._free_slots.pop())
+
+    def remove_node(self, node_id: int) -> None:
+        ns = self.nodes.pop(node_id, None)
+        if ns is not None:
+            self._disconnect(ns, NetworkError(f"node {node_id} left the cluster"), _monotonic_ms())
+            self._free_slots.append(ns.slot)
+
+    def state(self, node_id: int) -> str:
+        ns = self.nodes.get(node_id)
+        return _STATE_NAMES[ns.state] if ns else "UNKNOWN"
+
+    def is_ready(self, node_id: int) -> bool:
+        ns = self.nodes.get(node_id)
+        return (ns is not None and ns.state == READY
+                and len(ns.in_flight) + len(ns.pending) < self.max_in_flight)
+
+    def can_connect(self, ns: NodeState, now: int) -> bool:
+        return ns.state == DISCONNECTED and now - ns.last_attempt_ms >= ns.reconnect_wait_ms
+
+    def ready(self, node_id: int, now: int) -> bool:
+        """True if a request can be sent to the node now; starts connecting otherwise."""
+        ns = self.nodes.get(node_id)
+        if ns is None:
+            return False
+        if ns.state == READY:
+            return len(ns.in_flight) + len(ns.pending) < self.max_in_flight
+        if self.can_connect(ns, now):
+            self._connect(ns, now)
+        return False
+
+    def connection_delay(self, node_id: int, now: int) -> int:
+        """Milliseconds until a connection attempt to the node may start."""
+        ns = self.nodes.get(node_id)
+        if ns is None or ns.state != DISCONNECTED:
+            return 0 if ns is None else 1 << 40
+        return max(0, ns.reconnect_wait_ms - (now - ns.last_attempt_ms))
+
+    def in_flight_count(self, node_id: Optional[int] = None) -> int:
+        if node_id is None:
+            return sum(len(ns.in_flight) + len(ns.pending) for ns in self.nodes.values())
+        ns = self.nodes.get(node_id)
+        return 0 if ns is None else len(ns.in_flight) + len(ns.pending)
+
+    def least_loaded_node(self, now: int) -> Optional[int]:
+        """A READY node with the fewest in-flight requests, else one that can connect,
+        else None (Java's leastLoadedNode, random start to spread load)."""
+        best, best_load, connecting, can_connect = None, None, None, None
+        ids = list(self.nodes)
+        random.shuffle(ids)
+        for nid in ids:
+            ns = self.nodes[nid]
+            load = len(ns.in_flight) + len(ns.pending)
+            if ns.state == READY and load < self.max_in_flight:
+                if best is None or load < best_load:
+                    best, best_load = nid, load
+            elif ns.state in (CONNECTING, CHECKING_API_VERSIONS):
+                connecting = nid
+            elif self.can_connect(ns, now) and can_connect is None:
+                can_connect = nid
+        if best is not None:
+            return best
+        if connecting is not None:
+            return connecting
+        return can_connect
+
+    # -- connecting --------------------------------------------------------------------
+
+    def _connect(self, ns: NodeState, now: int) -> None:
+        ns.last_attempt_ms = now
+        ns.connect_started_ms = now
+        try:
+            infos = socket.getaddrinfo(ns.host, ns.port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            self._connect_failed(ns, NetworkError(f"cannot resolve {ns.host}:{ns.port}: {exc}"), now)
+            return
+        host = infos[0][4][0]
+        try:
+            self.selector.connect(ns.slot, host, ns.port, self.send_buffer_bytes, self.receive_buffer_bytes)
+        except (KafkaError, OSError) as exc:
+            self._connect_failed(ns, NetworkError(f"connect to node {ns.node_id} ({ns.host}:{ns.port}) failed: {exc}"), now)
+            return
+        ns.state = CONNECTING
+        log.debug("connecting to node %s at %s:%s", ns.node_id, ns.host, ns.port)
+
+    def _connect_failed(self, ns: NodeState, exc: Exception, now: int) -> None:
+        log.debug("%s", exc)
+        ns.state = DISCONNECTED
+        ns.attempts += 1
+        ns.last_attempt_ms = now
+        ns.reconnect_wait_ms = self.reconnect.backoff(ns.attempts - 1)
+
+    def _on_connected(self, ns: NodeState, now: int) -> None:
+        ns.state = CHECKING_API_VERSIONS
+        ns.last_activity_ms = now
+        req = m.ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME,
+                                   client_software_version=CLIENT_SOFTWARE_VERSION)
+        version = v.SUPPORTED_VERSIONS[v.API_VERSIONS][1]
+        self._enqueue(ns, v.API_VERSIONS, version, req,
+                      lambda resp, err, ns=ns, req=req, version=version: self._on_api_versions(ns, req, version, resp, err),
+                      now, internal=True)
+
+    def _on_api_versions(self, ns, req, version, resp, err) -> None:
+        now = _monotonic_ms()
+        if err is not None:
+            return  # the disconnect already happened
+        if resp.error_code == ErrorCode.UNSUPPORTED_VERSION and version > 0:
+            theirs = {k.api_key: k.max_version for k in resp.api_keys}.get(v.API_VERSIONS, 0)
+            retry = min(theirs, version - 1)
+            self._enqueue(ns, v.API_VERSIONS, retry, req,
+                          lambda r, e: self._on_api_versions(ns, req, retry, r, e), now, internal=True)
+            return
+        if resp.error_code != 0:
+            self._disconnect(ns, NetworkError(f"ApiVersions to node {ns.node_id} failed with error {resp.error_code}"), now)
+            return
+        try:
+            ns.versions = v.pick_versions(resp.version_ranges(), required=(v.PRODUCE, v.METADATA))
+        except UnsupportedVersionError as exc:
+            self._disconnect(ns, exc, now)
+            return
+        ns.state = READY
+        ns.attempts = 0
+        ns.reconnect_wait_ms = 0
+        log.debug("node %s ready, versions %s", ns.node_id, ns.versions)
+
+    def api_version(self, node_id: int, api_key: int) -> int:
+        ns = self.nodes[node_id]
+        try:
+            return ns.versions[api_key]
+        except KeyError:
+            raise UnsupportedVersionError(f"node {node_id} supports no usable {v.api_name(api_key)} version") from None
+
+    # -- requests ------------------------------------------------------------------
+
+    def send(self, node_id: int, api_key: int, request, callback: Callable, now: int, *,
+             expect_response: bool = True) -> None:
+        """Queues a request to a READY node; ``callback(response, error)`` runs from
+        ``poll()`` on completion (response None and error set on failure). With
+        ``expect_response`` False (acks=0) the callback runs once the bytes are written."""
+        ns = self.nodes[node_id]
+        if ns.state != READY:
+            raise NetworkError(f"node {node_id} is not ready ({_STATE_NAMES[ns.state]})")
+        self._enqueue(ns, api_key, self.api_version(node_id, api_key), request, callback, now,
+                      expect_response=expect_response)
+
+    def _enqueue(self, ns, api_key, version, request, callback, now, *, expect_response=True, internal=False):
+        cid = self._next_cid
+        self._next_cid = (cid + 1) & 0x7FFFFFFF or 1
+        payload = codec.frame(m.encode_request(request, version, cid, self.client_id))
+        entry = InFlightRequest(cid, api_key, version, request, callback, now, expect_response)
+        ns.pending.append((entry, payload))
+        self._stage(ns)
+
+    def _stage(self, ns: NodeState) -> None:
+        # One staged send per connection: the next waits for the previous to complete.
+        if ns.pending and not any(not e.sent for e in ns.in_flight):
+            entry, payload = ns.pending.popleft()
+            try:
+                self.selector.send(ns.slot, payload)
+            except KafkaError as exc:
+                ns.pending.appendleft((entry, payload))
+                self._disconnect(ns, NetworkError(f"send to node {ns.node_id} failed: {exc}"), _monotonic_ms())
+                return
+            ns.in_flight.append(entry)
+
+    def wakeup(self) -> None:
+        """Interrupts a poll waiting in another thread."""
+        self.selector.wakeup()
+
+    # -- polling -----------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int, now: int) -> None:
+        """Does all I/O: connects, writes, reads, completes requests and runs their
+        callbacks, enforces request and connection-setup timeouts."""
+        timeout_ms = max(0, min(timeout_ms, self._next_timeout(now)))
+        result = self.selector.poll(timeout_ms)
+        now = _monotonic_ms()
+        by_slot = {ns.slot: ns for ns in self.nodes.values()}
+        completions = []
+        for slot in result.connected:
+            ns = by_slot.get(slot)
+            if ns is not None:
+                self._on_connected(ns, now)
+        for slot in result.sent:
+            ns = by_slot.get(slot)
+            if ns is None:
+                continue
+            for entry in ns.in_flight:
+                if not entry.sent:
+                    entry.sent = True
+                    ns.last_activity_ms = now
+                    if not entry.expect_response:
+                        ns.in_flight.remove(entry)
+                        ns.discard.add(entry.correlation_id)
+                        if len(ns.discard) > 100_000:  # a broker that never answers acks=0
+                            ns.discard.clear()
+                        completions.append((entry.callback, None, None))
+                    break
+            self._stage(ns)
+        for slot, payload in result.received:
+            ns = by_slot.get(slot)
+            if ns is None:
+                continue
+            ns.last_activity_ms = now
+            self._on_response(ns, payload, now, completions)
+        for slot, reason in result.disconnected:
+            ns = by_slot.get(slot)
+            if ns is not None:
+                completions.extend(self._disconnect(ns, NetworkError(
+                    f"connection to node {ns.node_id} ({ns.host}:{ns.port}) lost: {reason}"), now,
+                    closed_by_peer=True, run=False))
+        completions.extend(self._handle_timeouts(now))
+        for callback, resp, err in completions:
+            callback(resp, err)
+
+    def _on_response(self, ns: NodeState, payload, now: int, completions: list) -> None:
+        try:
+            cid = m.peek_correlation_id(payload)
+        except ProtocolError as exc:
+            completions.extend(self._disconnect(ns, exc, now, run=False))
+            return
+        if cid in ns.discard:
+            ns.discard.discard(cid)
+            return
+        if not ns.in_flight or ns.in_flight[0].correlation_id != cid:
+            expected = ns.in_flight[0].correlation_id if ns.in_flight else None
+            err = ProtocolError(f"node {ns.node_id} answered correlation id {cid}, expected {expected}")
+            completions.extend(self._disconnect(ns, err, now, run=False))
+            return
+        entry = ns.in_flight.popleft()
+        try:
+            resp = m.decode_response(entry.api_key, entry.version, payload)
+        except ProtocolError as exc:
+            completions.append((entry.callback, None, exc))
+            completions.extend(self._disconnect(ns, exc, now, run=False))
+            return
+        completions.append((entry.callback, resp, None))
+        self._stage(ns)
+
+    def _next_timeout(self, now: int) -> int:
+        t = 1 << 30
+        for ns in self.nodes.values():
+            if ns.in_flight:
+                t = min(t, ns.in_flight[0].send_ms + self.request_timeout_ms - now)
+            if ns.state in (CONNECTING, CHECKING_API_VERSIONS):
+                t = min(t, ns.connect_started_ms + self.connection_setup_timeout_ms - now)
+        return max(t, 0)
+
+    def _handle_timeouts(self, now: int) -> list:
+        out = []
+        for ns in list(self.nodes.values()):
+            if ns.state in (CONNECTING, CHECKING_API_VERSIONS) and \
+                    now - ns.connect_started_ms >= self.connection_setup_timeout_ms:
+                out.extend(self._disconnect(ns, KafkaTimeoutError(
+                    f"connection to node {ns.node_id} ({ns.host}:{ns.port}) not established within "
+                    f"socket.connection.setup.timeout.ms={self.connection_setup_timeout_ms}"), now, run=False))
+            elif ns.in_flight and now - ns.in_flight[0].send_ms >= self.request_timeout_ms:
+                out.extend(self._disconnect(ns, KafkaTimeoutError(
+                    f"request to node {ns.node_id} timed out after request.timeout.ms={self.request_timeout_ms}"),
+                    now, run=False))
+            elif ns.state == READY and not ns.in_flight and not ns.pending and \
+                    now - ns.last_activity_ms >= self.connections_max_idle_ms:
+                self._disconnect(ns, None, now)
+        return out
+
+    def _disconnect(self, ns: NodeState, exc, now: int, *, closed_by_peer: bool = False, run: bool = True) -> list:
+        """Closes the node's connection and fails its requests with ``exc``."""
+        if ns.state != DISCONNECTED or not closed_by_peer:
+            try:
+                self.selector.close(ns.slot)
+            except KafkaError:
+                pass
+        was = ns.state
+        ns.state = DISCONNECTED
+        ns.last_attempt_ms = now
+        if was in (CONNECTING, CHECKING_API_VERSIONS) or exc is not None:
+            ns.attempts += 1
+            ns.reconnect_wait_ms = self.reconnect.backoff(ns.attempts - 1)
+        failed = [(e.callback, None, exc or NetworkError(f"connection to node {ns.node_id} closed"))
+                  for e in ns.in_flight if not (e.sent and not e.expect_response)]
+        failed += [(e.callback, None, exc or NetworkError(f"connection to node {ns.node_id} closed"))
+                   for e, _ in ns.pending]
+        ns.in_flight.clear()
+        ns.pending.clear()
+        ns.discard.clear()
+        if exc is not None:
+            log.info("disconnected from node %s: %s", ns.node_id, exc)
+        if run:
+            for callback, resp, err in failed:
+                callback(resp, err)
+            return []
+        return failed
+
+    def disconnect(self, node_id: int, exc=None) -> None:
+        ns = self.nodes.get(node_id)
+        if ns is not None:
+            self._disconnect(ns, exc, _monotonic_ms())
+
+    def close(self) -> None:
+        for ns in list(self.nodes.values()):
+            self._disconnect(ns, None, _monotonic_ms())
+        self.selector.close_all()

@@ -1,0 +1,279 @@
+"""The public Producer (Java's KafkaProducer).
+
+::
+
+    from kproducer import Producer
+    with Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5) as p:
+        fut = p.send("events", b"value", key=b"k")
+        print(fut.result(timeout=10))      # RecordMetadata(topic, partition, offset, timestamp)
+
+``send()`` is thread safe and returns at once: the record goes into a batch of its
+partition (compiled code) and the I/O thread sends it. Callbacks run on that thread
+without the user polling. Every record ends acknowledged or failed through its
+future and its ``on_delivery(err, metadata)`` callback.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import random
+import threading
+import time
+
+from kproducer._accumulator import (NEED_MEMORY, NEED_METADATA, RecordAccumulator, SendPath,
+                                    fork_generation, wall_clock_ms)
+from kproducer.config import ProducerConfig
+from kproducer.errors import KafkaError, KafkaTimeoutError
+from kproducer.metadata import Metadata
+from kproducer.network import NetworkClient
+from kproducer.sender import Sender
+
+log = logging.getLogger("kproducer")
+
+_client_ids = itertools.count(1)
+
+# Legal topic names (Kafka's Topic.validate): [a-zA-Z0-9._-], 1..249 characters, not "." or "..".
+_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def _check_topic(topic) -> None:
+    if not isinstance(topic, str):
+        raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+    if not topic or len(topic) > 249 or topic in (".", "..") or not _TOPIC_CHARS.issuperset(topic):
+        raise ValueError(f"invalid topic name {topic!r}: 1..249 characters of [a-zA-Z0-9._-], not '.' or '..'")
+
+
+class Producer:
+    """A Kafka producer; see the module docstring. Configuration: a dict of Kafka's
+    dotted names, keyword arguments with underscores, or both."""
+
+    def __init__(self, config=None, /, **settings):
+        self._config = config if isinstance(config, ProducerConfig) and not settings \
+            else ProducerConfig(config, **settings)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._start()
+
+    # -- construction (again after fork) ------------------------------------------------
+
+    def _start(self) -> None:
+        cfg = self._config
+        self._pid = os.getpid()
+        self._generation = fork_generation()
+        self.client_id = cfg.client_id or f"kproducer-{next(_client_ids)}"
+        self._key_serializer = cfg.key_serializer
+        self._value_serializer = cfg.value_serializer
+        self._custom_partitioner = cfg.partitioner
+        self._max_block_s = cfg.max_block_ms / 1000.0
+        self._max_request_size = cfg.max_request_size
+        self._metadata = Metadata(metadata_max_age_ms=cfg.metadata_max_age_ms,
+                                  metadata_max_idle_ms=cfg.metadata_max_idle_ms,
+                                  retry_backoff_ms=cfg.retry_backoff_ms,
+                                  retry_backoff_max_ms=cfg.retry_backoff_max_ms)
+        self._client = NetworkClient(
+            client_id=self.client_id, request_timeout_ms=cfg.request_timeout_ms,
+            max_in_flight=cfg.max_in_flight_requests_per_connection,
+            reconnect_backoff_ms=cfg.reconnect_backoff_ms,
+            reconnect_backoff_max_ms=cfg.reconnect_backoff_max_ms,
+            connection_setup_timeout_ms=cfg.socket_connection_setup_timeout_ms,
+            connections_max_idle_ms=cfg.connections_max_idle_ms,
+            send_buffer_bytes=cfg.send_buffer_bytes, receive_buffer_bytes=cfg.receive_buffer_bytes)
+        self._acc = RecordAccumulator(
+            batch_size=max(cfg.batch_size, 1), linger_ms=cfg.linger_ms, compression=cfg.compression_type,
+            compression_level=cfg.compression_level, buffer_memory=cfg.buffer_memory,
+            ignore_keys=cfg.partitioner_ignore_keys, retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms, max_request_size=cfg.max_request_size,
+            wakeup=self._client.wakeup,
+            choose_sticky=self._choose_sticky)
+        addresses = cfg.bootstrap_addresses
+        self._metadata.bootstrap(addresses)
+        for i, (host, port) in enumerate(addresses):
+            self._client.set_node(-(i + 1), host, port)
+        self._rng = random.Random()
+        self._sender = Sender(cfg, self._acc, self._metadata, self._client)
+        self._sender.start()
+        # send() as a compiled bound method: the per-record path has no Python frame.
+        # It defers to _send_python for serializers, custom partitioners, unknown
+        # metadata, a full pool or a fork.
+        needs_python = (self._key_serializer is not None or self._value_serializer is not None
+                        or self._custom_partitioner is not None)
+        self.send = SendPath(self._acc, self._send_python, needs_python).send
+
+    def _check_fork(self) -> None:
+        if fork_generation() != self._generation and os.getpid() != self._pid:
+            # The parent's thread does not exist here and its sockets and epoll set are
+            # shared with the parent: leave them untouched (never close or shut them down
+            # from the child) and start afresh.
+            self._abandoned = (getattr(self, "_abandoned", ()), self._client, self._sender, self._acc)
+            log.info("kproducer: fork detected (pid %d -> %d); starting a new producer in the child",
+                     self._pid, os.getpid())
+            self._start()
+
+    # -- sending ------------------------------------------------------------------------
+
+    def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
+             on_delivery=None):
+        """Queues one record and returns its future (RecordMetadata on success).
+
+        ``value`` and ``key`` are bytes-like or None (or anything the configured
+        serializers accept); ``headers`` a sequence of ``(str, bytes | None)``;
+        ``on_delivery(err, metadata)`` runs on the I/O thread when the record is
+        acknowledged or fails. Blocks only while the topic's metadata is unknown or
+        ``buffer.memory`` is full, up to ``max.block.ms``, then raises
+        KafkaTimeoutError. (Each instance binds a compiled version of this method.)
+        """
+        return self._send_python(topic, value, key, partition, timestamp_ms, headers, on_delivery, None)
+
+    def _send_python(self, topic, value, key, partition, timestamp_ms, headers, on_delivery, why):
+        if fork_generation() != self._generation:
+            self._check_fork()
+            return self.send(topic, value, key, partition, timestamp_ms, headers, on_delivery)
+        if self._closed:
+            raise KafkaError("cannot send: the producer is closed")
+        if why is None:
+            _check_topic(topic)
+            if self._key_serializer is not None and key is not None:
+                key = self._key_serializer(key)
+            if self._value_serializer is not None and value is not None:
+                value = self._value_serializer(value)
+            if self._custom_partitioner is not None and partition is None:
+                partition = self._custom_partition(topic, key, value)
+            why = self._acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
+            if why is not NEED_METADATA and why is not NEED_MEMORY:
+                return why
+        return self._send_slow(topic, value, key, partition, timestamp_ms, headers, on_delivery, why)
+
+    def _send_slow(self, topic, value, key, partition, timestamp_ms, headers, on_delivery, why):
+        deadline = time.monotonic() + self._max_block_s
+        self._check_record(topic, key, value, headers)
+        while True:
+            if self._sender.fatal_error is not None:
+                raise self._sender.fatal_error
+            remaining = deadline - time.monotonic()
+            if why is NEED_METADATA:
+                self._wait_for_topic(topic, remaining)
+                if partition is not None:
+                    n = self._acc.partition_count(topic)
+                    if not 0 <= partition < n:
+                        raise ValueError(f"partition {partition} is not in the range [0...{n - 1}] of topic {topic!r}")
+            elif why is NEED_MEMORY:
+                self._sender.wakeup()
+                self._acc.pool.wait_available(self._acc.last_need, max(remaining, 0.0))
+            why = self._acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
+            if why is not NEED_METADATA and why is not NEED_MEMORY:
+                return why
+            if time.monotonic() >= deadline:
+                what = "metadata" if why is NEED_METADATA else "buffer memory"
+                raise KafkaTimeoutError(f"topic {topic!r}: {what} not available within "
+                                        f"max.block.ms={int(self._max_block_s * 1000)}")
+
+    def _check_record(self, topic, key, value, headers) -> None:
+        _check_topic(topic)
+
+    def _wait_for_topic(self, topic: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        self._metadata.add(topic, wall_clock_ms())
+        while True:
+            self._metadata.maybe_raise_for_topic(topic)
+            n = self._metadata.cluster.num_partitions(topic)
+            if n:
+                self._acc.set_partition_count(topic, n)
+                return
+            version = self._metadata.request_update_for_topic(topic)
+            self._sender.wakeup()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after "
+                                        f"max.block.ms={int(self._max_block_s * 1000)}")
+            self._metadata.await_update(version, min(remaining, 0.5))
+
+    def _choose_sticky(self, topic: str, n: int) -> int:
+        """Next sticky partition for unkeyed records: a random available partition,
+        different from the current one when there is a choice (KIP-794's switch)."""
+        available = self._metadata.cluster.available_partition_ids(topic) or range(n)
+        return self._rng.choice(available)
+
+    def _custom_partition(self, topic, key, value):
+        n = self._acc.partition_count(topic)
+        if n is None:
+            self._wait_for_topic(topic, self._max_block_s)
+            n = self._acc.partition_count(topic)
+        p = self._custom_partitioner(topic, key, key, value, value, self._metadata.cluster)
+        if p is not None and (not isinstance(p, int) or not 0 <= p < n):
+            raise ValueError(f"custom partitioner returned {p!r} for topic {topic!r} with {n} partitions")
+        return p
+
+    # -- flush, close, introspection ------------------------------------------------------
+
+    def flush(self, timeout=None) -> None:
+        """Sends every queued record now and waits until each is acknowledged or failed.
+        Raises KafkaTimeoutError if ``timeout`` seconds pass first."""
+        self._check_fork()
+        pending = list(self._acc.incomplete)
+        self._acc.flushes_in_progress += 1
+        try:
+            self._sender.wakeup()
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for r in pending:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not r.wait(remaining):
+                    left = sum(1 for x in pending if not x.done)
+                    raise KafkaTimeoutError(f"flush timed out after {timeout} s with {left} batches pending")
+        finally:
+            self._acc.flushes_in_progress -= 1
+
+    def close(self, timeout=None) -> None:
+        """Sends what is queued (up to ``timeout`` seconds), then stops the I/O thread.
+        With ``timeout=0`` pending records fail at once with an error."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if fork_generation() != self._generation and os.getpid() != self._pid:
+            return  # the parent's producer is not ours to close
+        self._acc.closed = True
+        self._sender.initiate_close(force=timeout is not None and timeout <= 0)
+        if not self._sender.join(timeout if timeout is None or timeout > 0 else None):
+            log.warning("kproducer: close timed out after %s s; failing what is left", timeout)
+            self._sender.initiate_close(force=True)
+            self._sender.join(5)
+        self._metadata.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            if not self._closed and fork_generation() == self._generation:
+                self._acc.closed = True
+                self._sender.initiate_close(force=False)
+        except Exception:
+            pass
+
+    def partitions_for(self, topic: str):
+        """The topic's partitions (PartitionInfo), waiting for metadata up to max.block.ms."""
+        self._check_fork()
+        _check_topic(topic)
+        self._wait_for_topic(topic, self._max_block_s)
+        return list(self._metadata.cluster.partitions_for(topic))
+
+    def metrics(self) -> dict:
+        """Counters of the producer: records acknowledged and failed, requests, batches,
+        retries, producer id resets, buffer memory in use."""
+        out = dict(self._sender.stats)
+        out.update(buffer_total_bytes=self._acc.pool.total, buffer_available_bytes=self._acc.pool.available,
+                   queued_batches=self._acc.queued_batches(), producer_id=self._sender.producer_id,
+                   producer_epoch=self._sender.producer_epoch, metadata_version=self._metadata.version)
+        return out
+
+    @property
+    def config(self) -> ProducerConfig:
+        return self._config
+
+    def __repr__(self) -> str:
+        return f"<Producer {self.client_id} {self._config!r}{' closed' if self._closed else ''}>"

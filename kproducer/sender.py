@@ -1,0 +1,421 @@
+"""Sender: the producer's I/O thread (Java's Sender, with the idempotence parts of its
+TransactionManager).
+
+One loop: refresh metadata when due, obtain a producer id when idempotent, then
+``ready`` -> ``drain`` -> one Produce request per broker -> ``poll``. Responses
+complete batches, retry them (back to the head of their partition's queue, in
+sequence order, after a backoff), split them (MESSAGE_TOO_LARGE) or fail them
+with an error that names the broker's error code.
+
+Idempotence: InitProducerId gives a producer id and epoch; each partition's
+batches carry consecutive BaseSequence numbers. DUPLICATE_SEQUENCE_NUMBER counts
+as success. A sequence gap (OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier retry to
+explain it, a sequenced batch that failed for good) or UNKNOWN_PRODUCER_ID (the
+broker forgot us, as after a restart) is recovered from by waiting until nothing
+is in flight, obtaining a fresh producer id and renumbering every unacknowledged
+batch from 0, in the same order. (KIP-360's epoch bump is the Java way; a fresh
+producer id works on every broker, Tansu included.)
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+
+from kproducer._accumulator import batch_from_records, wall_clock_ms
+from kproducer.codec import decode_batch
+from kproducer.errors import KafkaError, KafkaTimeoutError, NetworkError
+from kproducer.protocol import messages as m
+from kproducer.protocol import versions as v
+from kproducer.protocol.errors_table import (ErrorCode, broker_error, is_invalid_metadata,
+                                             is_retriable)
+
+log = logging.getLogger("kproducer")
+
+_SEQ_MOD = 1 << 31   # BaseSequence wraps at Integer.MAX_VALUE (Java's DefaultRecordBatch)
+
+
+def _mono_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class Sender:
+    """Runs the producer's network loop in a daemon thread; see the module docstring."""
+
+    def __init__(self, config, accumulator, metadata, client, *, on_complete=None):
+        self.config = config
+        self.acc = accumulator
+        self.metadata = metadata
+        self.client = client
+        self.acks = config.acks
+        self.idempotent = config.enable_idempotence
+        self.max_request_size = config.max_request_size
+        self.request_timeout_ms = config.request_timeout_ms
+        self.delivery_timeout_ms = config.delivery_timeout_ms
+        self.retries = config.retries
+        self.on_complete = on_complete
+        self.running = True
+        self.force_close = False
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._need_pid = self.idempotent
+        self._pid_in_flight = False
+        self._pid_retry_at = 0
+        self._metadata_in_flight = False
+        self.next_seq: dict = {}
+        self.in_flight: dict = defaultdict(list)       # (topic, partition) -> [batch] in send order
+        self.muted: set = set()                         # partitions waiting for in-flight retries
+        self.stats = defaultdict(int)
+        self.fatal_error: Exception | None = None
+        self._thread = threading.Thread(target=self._run, name="kproducer-network-thread", daemon=True)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        self.client.wakeup()
+
+    def initiate_close(self, force: bool = False) -> None:
+        self.force_close = self.force_close or force
+        self.running = False
+        self.wakeup()
+
+    def join(self, timeout=None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        log.debug("sender thread started")
+        while self.running:
+            self._run_once_safely()
+        # Graceful close: send what is queued and wait for what is in flight.
+        while not self.force_close and (self.acc.queued_batches() or self._in_flight_batches()):
+            self._run_once_safely()
+        if self.force_close:
+            self._fail_all(KafkaError("the producer was closed before this record was sent"))
+        self.client.close()
+        log.debug("sender thread stopped")
+
+    def _run_once_safely(self) -> None:
+        try:
+            self.run_once()
+        except Exception:  # the I/O thread must never die: log and keep going
+            log.exception("unexpected error in the kproducer network thread")
+            time.sleep(0.01)
+
+    def _in_flight_batches(self) -> int:
+        return sum(len(b) for b in self.in_flight.values())
+
+    # -- one iteration ---------------------------------------------------------------
+
+    def run_once(self) -> None:
+        now = _mono_ms()
+        wall = wall_clock_ms()
+        cap = self._maybe_update_metadata(now, wall)
+        if self.idempotent and not self._maybe_init_producer_id(now):
+            cap = min(cap, 50)
+            timeout = self._expire(wall, cap)
+        else:
+            timeout = min(cap, self._send_producer_data(now, wall))
+        self.client.poll(timeout, _mono_ms())
+
+    def _expire(self, wall: int, timeout: int) -> int:
+        for b in self.acc.expired(wall, self.delivery_timeout_ms):
+            self._fail(b, KafkaTimeoutError(
+                f"expiring {b.record_count} record(s) for {b.topic}-{b.partition}: "
+                f"{wall - b.created_ms} ms has passed since batch creation "
+                f"(delivery.timeout.ms={self.delivery_timeout_ms})"), wall)
+        return timeout
+
+    def _leader_of_fn(self):
+        cluster = self.metadata.cluster
+
+        def leader_of(topic, partition):
+            node = cluster.leader_for(topic, partition)
+            return -1 if node is None else node.node_id
+        return leader_of
+
+    def _send_producer_data(self, now: int, wall: int) -> int:
+        leader_of = self._leader_of_fn()
+        ready, next_delay, unknown = self.acc.ready(leader_of, wall, self.muted)
+        if unknown:
+            for topic in unknown:
+                self.metadata.request_update_for_topic(topic)
+            next_delay = min(next_delay, self.config.retry_backoff_ms)
+        for node in list(ready):
+            if node not in self.client.nodes:
+                broker = self.metadata.cluster.node(node)
+                if broker is not None:
+                    self.client.set_node(node, broker.host, broker.port)
+            if not self.client.ready(node, now):
+                ready.discard(node)
+                next_delay = min(next_delay, max(self.client.connection_delay(node, now), 5))
+        batches = self.acc.drain(leader_of, ready, self.max_request_size, wall, self.muted) if ready else {}
+        for node, node_batches in batches.items():
+            self._send_produce(node, node_batches, now)
+        self._expire(wall, 0)
+        if batches:
+            return 0
+        return max(0, min(next_delay, 1 << 30))
+
+    # -- produce -----------------------------------------------------------------------
+
+    def _prepare(self, b) -> None:
+        if not self.idempotent:
+            if not b.finished:
+                b.finish(-1, -1, -1)
+            return
+        if b.base_sequence < 0:
+            tp = (b.topic, b.partition)
+            seq = self.next_seq.get(tp, 0)
+            self.next_seq[tp] = (seq + b.record_count) % _SEQ_MOD
+            b.finish(self.producer_id, self.producer_epoch, seq)
+        elif b.producer_id != self.producer_id or b.producer_epoch != self.producer_epoch or not b.finished:
+            b.finish(self.producer_id, self.producer_epoch, b.base_sequence)
+
+    def _send_produce(self, node: int, batches: list, now: int) -> None:
+        by_topic = defaultdict(list)
+        views = []
+        for b in batches:
+            self._prepare(b)
+            view = memoryview(b)
+            views.append(view)
+            by_topic[b.topic].append(m.PartitionProduceData(index=b.partition, records=view))
+            self.in_flight[(b.topic, b.partition)].append(b)
+        req = m.ProduceRequest(transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
+                               topic_data=[m.TopicProduceData(name=t, partition_data=pd)
+                                           for t, pd in by_topic.items()])
+        try:
+            self.client.send(node, v.PRODUCE, req,
+                             lambda resp, err, batches=batches: self._on_produce(batches, resp, err),
+                             now, expect_response=self.acks != 0)
+        except KafkaError as exc:
+            self._on_produce(batches, None, exc)
+        finally:
+            # The request bytes are encoded (copied) already: let the batches be re-finished.
+            for view in views:
+                view.release()
+            req.topic_data = []
+        self.stats["requests"] += 1
+        self.stats["batches"] += len(batches)
+
+    def _on_produce(self, batches: list, resp, err) -> None:
+        wall = wall_clock_ms()
+        if err is not None:
+            # Connection lost, request timed out: every batch of the request is retriable.
+            for b in batches:
+                self._retry_or_fail(b, err, wall, retriable=True)
+            self._after_responses(batches)
+            return
+        if resp is None:  # acks=0: written is as good as it gets
+            for b in batches:
+                self._complete(b, -1, -1)
+            self._after_responses(batches)
+            return
+        results = {}
+        for t in resp.responses:
+            for p in t.partition_responses:
+                results[(t.name, p.index)] = p
+        for b in batches:
+            p = results.get((b.topic, b.partition))
+            if p is None:
+                self._retry_or_fail(b, NetworkError(
+                    f"Produce response has no entry for {b.topic}-{b.partition}"), wall, retriable=True)
+                continue
+            self._handle_partition(b, p.error_code, p.base_offset,
+                                   getattr(p, "log_append_time_ms", -1), getattr(p, "error_message", None), wall)
+        self._after_responses(batches)
+
+    def _after_responses(self, batches: list) -> None:
+        for b in batches:
+            tp = (b.topic, b.partition)
+            if tp in self.muted and not self.in_flight.get(tp):
+                self.muted.discard(tp)
+
+    def _remove_in_flight(self, b) -> None:
+        tp = (b.topic, b.partition)
+        lst = self.in_flight.get(tp)
+        if lst is not None:
+            try:
+                lst.remove(b)
+            except ValueError:
+                pass
+            if not lst:
+                del self.in_flight[tp]
+
+    def _handle_partition(self, b, code: int, base_offset: int, log_append_time: int, message, wall: int) -> None:
+        tp = (b.topic, b.partition)
+        if code == 0 or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+            self._remove_in_flight(b)
+            self._complete(b, base_offset if code == 0 else -1, log_append_time if log_append_time is not None else -1)
+            return
+        exc = broker_error(code, f"{b.topic}-{b.partition}" + (f": {message}" if message else ""))
+        if code == ErrorCode.MESSAGE_TOO_LARGE and b.record_count > 1:
+            self._remove_in_flight(b)
+            self._split(b, wall)
+            return
+        if self.idempotent and code in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID):
+            if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and tp in self.muted:
+                # An earlier batch of this partition is being retried: this one follows it.
+                self._retry_or_fail(b, exc, wall, retriable=True)
+                return
+            log.info("%s for %s: obtaining a new producer id and renumbering unacknowledged batches",
+                     exc, tp)
+            self._request_new_producer_id()
+            self._retry_or_fail(b, exc, wall, retriable=True)
+            return
+        if is_retriable(code):
+            if is_invalid_metadata(code):
+                self.metadata.request_update()
+            self._retry_or_fail(b, exc, wall, retriable=True)
+            return
+        self._remove_in_flight(b)
+        self._fail(b, exc, wall)
+
+    def _retry_or_fail(self, b, exc, wall: int, *, retriable: bool) -> None:
+        self._remove_in_flight(b)
+        tp = (b.topic, b.partition)
+        if isinstance(exc, NetworkError) or isinstance(exc, KafkaTimeoutError):
+            self.metadata.request_update()
+        if (retriable and not self.force_close and b.attempts < self.retries
+                and wall - b.created_ms < self.delivery_timeout_ms):
+            self.stats["retries"] += 1
+            log.debug("retrying %r after %s", b, exc)
+            self.muted.add(tp)
+            self.acc.reenqueue(b, wall)
+            return
+        self._fail(b, exc, wall)
+
+    def _split(self, b, wall: int) -> None:
+        """MESSAGE_TOO_LARGE: re-batch the records in halves, keeping each record's future."""
+        decoded = decode_batch(b.wire_bytes())
+        records = [(r.key, r.value, r.timestamp, r.headers) for r in decoded.records]
+        half = max(1, len(records) // 2)
+        targets, parts = [], []
+        for start in range(0, len(records), half):
+            part = batch_from_records(b.topic, b.partition, records[start:start + half],
+                                      self.acc.codec, self.acc.level)
+            parts.append(part)
+            targets.extend((part.result, i) for i in range(part.record_count))
+        b.result.redirect(targets)
+        b.free_memory()
+        self.acc.track(*[p.result for p in parts])
+        for part in reversed(parts):
+            part.base_sequence = -1
+            self.acc.reenqueue(part, wall)
+        log.info("split %r into %d batches after MESSAGE_TOO_LARGE", b, len(parts))
+
+    def _complete(self, b, base_offset: int, log_append_time: int) -> None:
+        self.stats["records_acked"] += b.record_count   # before complete() frees the batch
+        b.complete(base_offset, log_append_time, None)
+        self.acc.untrack(b.result)
+
+    def _fail(self, b, exc, wall: int) -> None:
+        if self.idempotent and b.base_sequence >= 0 and b.finished:
+            # A sequenced batch failed for good: later batches of its partition would hit a
+            # gap. Renumber them under a new producer id.
+            self._request_new_producer_id()
+        self.stats["records_failed"] += b.record_count
+        b.complete(-1, -1, exc)
+        self.acc.untrack(b.result)
+        log.debug("failed %r: %s", b, exc)
+
+    def _fail_all(self, exc) -> None:
+        wall = wall_clock_ms()
+        for b in self.acc.abort_all():
+            self._fail(b, exc, wall)
+        for lst in list(self.in_flight.values()):
+            for b in list(lst):
+                self._fail(b, exc, wall)
+        self.in_flight.clear()
+
+    # -- producer id -----------------------------------------------------------------
+
+    def _request_new_producer_id(self) -> None:
+        if self.idempotent:
+            self._need_pid = True
+
+    def _maybe_init_producer_id(self, now: int) -> bool:
+        """True when batches may be sent (a producer id is held and nothing needs renumbering)."""
+        if not self._need_pid:
+            return True
+        if self._pid_in_flight or self._in_flight_batches() or now < self._pid_retry_at:
+            return False
+        node = self.client.least_loaded_node(now)
+        if node is None or not self.client.ready(node, now):
+            return False
+        req = m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
+        self._pid_in_flight = True
+        self.client.send(node, v.INIT_PRODUCER_ID, req, self._on_init_producer_id, now)
+        return False
+
+    def _on_init_producer_id(self, resp, err) -> None:
+        self._pid_in_flight = False
+        if err is not None or resp.error_code != 0:
+            why = err if err is not None else broker_error(resp.error_code, "InitProducerId")
+            log.info("InitProducerId failed (%s); retrying", why)
+            self._pid_retry_at = _mono_ms() + self.config.retry_backoff_ms
+            if err is None and not is_retriable(resp.error_code) and resp.error_code not in (
+                    ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                self.fatal_error = why
+            return
+        renumber = self.producer_id >= 0
+        self.producer_id = resp.producer_id
+        self.producer_epoch = resp.producer_epoch
+        self.next_seq.clear()
+        if renumber:
+            n = self.acc.reset_sequences()
+            log.info("new producer id %d epoch %d; %d queued batches renumbered",
+                     self.producer_id, self.producer_epoch, n)
+        self._need_pid = False
+        self.stats["producer_id_resets"] += renumber
+
+    # -- metadata ----------------------------------------------------------------------
+
+    def _maybe_update_metadata(self, now: int, wall: int) -> int:
+        """Sends a Metadata request when one is due; returns the longest poll allowed."""
+        if self._metadata_in_flight:
+            return 1 << 30
+        due = self.metadata.time_to_next_update(wall)
+        if due > 0:
+            return due
+        node = self.client.least_loaded_node(now)
+        if node is None:
+            return max(50, min((self.client.connection_delay(n, now) for n in self.client.nodes), default=50))
+        if not self.client.ready(node, now):
+            return 50
+        plan = self.metadata.request_plan(wall)
+        version = self.client.api_version(node, v.METADATA)
+        req = m.MetadataRequest(topics=[m.MetadataRequestTopic(name=t) for t in plan.topics],
+                                allow_auto_topic_creation=True)
+        self._metadata_in_flight = True
+        self.client.send(node, v.METADATA, req,
+                         lambda resp, err: self._on_metadata(plan, version, resp, err), now)
+        return 1 << 30
+
+    def _on_metadata(self, plan, version, resp, err) -> None:
+        self._metadata_in_flight = False
+        wall = wall_clock_ms()
+        if err is not None:
+            log.debug("metadata request failed: %s", err)
+            self.metadata.failed_update(wall)
+            return
+        cluster = self.metadata.update(resp, wall, request_version=plan.request_version,
+                                       partial=plan.partial, response_version=version)
+        for broker in cluster.nodes():
+            self.client.set_node(broker.node_id, broker.host, broker.port)
+        if cluster.nodes():
+            for nid in [n for n in self.client.nodes if n < 0]:
+                if not self.client.in_flight_count(nid):
+                    self.client.remove_node(nid)
+        for name, info in cluster.topics.items():
+            if info.partitions:
+                self.acc.set_partition_count(name, len(info.partitions))

@@ -1,0 +1,380 @@
+"""The Producer against the real broker, verified by reading back with confluent-kafka
+(librdkafka, CRC checks on). Faults come from a real TCP proxy on loopback."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+from kproducer import KafkaError, KafkaTimeoutError, Producer
+from kproducer.errors import ConfigError, RecordTooLargeError
+from kproducer.testing import TansuBroker
+from kproducer.testing.broker import free_port
+from kproducer.testing.proxy import FaultProxy
+from kproducer.testing.readback import read_back
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def _java_partition(key: bytes, n: int) -> int:
+    from kafka.partitioner.default import murmur2
+    return (murmur2(key) & 0x7FFFFFFF) % n
+
+
+def _wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+@pytest.mark.timeout(900)
+def test_million_keyed_records_idempotent_exactly_once_in_order(broker):
+    topic, n, parts = "million", 1_000_000, 4
+    broker.create_topic(topic, parts)
+    with Producer(bootstrap_servers=broker.bootstrap, acks="all") as p:
+        assert p.config.enable_idempotence
+        keys = [b"key-%d" % (i % 5000) for i in range(n)]
+        futures = [p.send(topic, b"%d" % i, key=keys[i]) for i in range(n)]
+        p.flush(timeout=300)
+        metas = [f.result(timeout=0) for f in futures]
+        assert p.metrics()["records_acked"] == n
+    got = read_back(broker.bootstrap, topic, timeout=300)
+    by_offset = {(m.partition, m.offset): m for msgs in got.values() for m in msgs}
+    assert len(by_offset) == n                                  # nothing lost, nothing twice
+    seen_values = set()
+    for p_id, msgs in got.items():
+        last = -1
+        for m in msgs:
+            i = int(m.value)
+            assert i not in seen_values
+            seen_values.add(i)
+            assert m.key == keys[i]
+            assert p_id == _java_partition(m.key, parts)          # Java's partition for the key
+            assert i > last, "send order kept within the partition"
+            last = i
+    for i, md in enumerate(metas[::997]):
+        i *= 997
+        m = by_offset[(md.partition, md.offset)]                 # the future's offset is real
+        assert (m.key, int(m.value), md.topic) == (keys[i], i, topic)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("compression", CODECS)
+def test_codecs_nulls_headers_timestamps_sizes(broker, compression):
+    topic = f"shapes-{compression}"
+    broker.create_topic(topic, 3)
+    rng = random.Random(compression)
+    sizes = [0, 1, 100, 1000, 100_000, 1 << 20]
+    sent = []
+    with Producer(bootstrap_servers=broker.bootstrap, compression_type=compression,
+                  max_request_size=4 << 20, linger_ms=20) as p:
+        futures = []
+        for i in range(60):
+            key = None if i % 5 == 0 else b"k%d" % i
+            value = None if i % 7 == 3 else rng.randbytes(sizes[i % len(sizes)])
+            headers = [("i", b"%d" % i), ("null", None), ("empty", b"")] if i % 2 else None
+            ts = 1_600_000_000_000 + i * 1000 if i % 3 else None
+            part = i % 3
+            futures.append(p.send(topic, value, key=key, partition=part, timestamp_ms=ts, headers=headers))
+            sent.append((part, key, value, ts, headers or []))
+        p.flush(60)
+        metas = [f.result() for f in futures]
+    got = read_back(broker.bootstrap, topic, timeout=120)
+    per_part = defaultdict(list)
+    for rec, md in zip(sent, metas):
+        per_part[rec[0]].append((rec, md))
+    for part, items in per_part.items():
+        assert len(got[part]) == len(items)
+        for m, ((_, key, value, ts, headers), md) in zip(got[part], items):
+            assert (m.key, m.value, m.headers) == (key, value, headers)
+            assert m.offset == md.offset and m.partition == md.partition
+            if ts is not None:
+                assert m.timestamp == ts == md.timestamp
+
+
+@pytest.mark.timeout(300)
+def test_many_topics_and_partitions_unkeyed_sticky(broker):
+    topics = [f"multi-{i}" for i in range(6)]
+    for t in topics:
+        broker.create_topic(t, 8)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=2) as p:
+        for i in range(30_000):
+            p.send(topics[i % len(topics)], b"v%d" % i)
+        p.flush(120)
+    total = 0
+    for t in topics:
+        got = read_back(broker.bootstrap, t, timeout=120)
+        counts = [len(got.get(pp, [])) for pp in range(8)]
+        total += sum(counts)
+        assert sum(counts) == 5000
+        assert sum(1 for c in counts if c) >= 2, "the sticky partitioner moves on as batches fill"
+    assert total == 30_000
+
+
+@pytest.mark.timeout(120)
+def test_callbacks_run_without_polling_and_errors_in_them_are_contained(broker, caplog):
+    broker.create_topic("cb", 2)
+    done = threading.Event()
+    results = []
+    lock = threading.Lock()
+
+    def on_delivery(err, md):
+        with lock:
+            results.append((err, md, threading.current_thread().name))
+            if len(results) == 200:
+                done.set()
+
+    def bad_callback(err, md):
+        raise RuntimeError("user bug")
+
+    with caplog.at_level(logging.ERROR, logger="kproducer"):
+        with Producer(bootstrap_servers=broker.bootstrap) as p:
+            p.send("cb", b"x", on_delivery=bad_callback)
+            futs = [p.send("cb", b"v%d" % i, key=b"k", on_delivery=on_delivery) for i in range(200)]
+            assert done.wait(30), "on_delivery ran without any poll call"
+            seen = []
+            futs[0].add_done_callback(lambda f: seen.append(f.result().offset))
+            assert futs[-1].result(10).offset == futs[0].result(10).offset + 199
+            assert futs[-1].exception() is None and futs[-1].done() and not futs[-1].cancel()
+            assert seen == [futs[0].result().offset]
+            # The producer survived the raising callback.
+            assert p.send("cb", b"after").result(10).offset >= 0
+    assert all(err is None for err, _, _ in results)
+    assert {name for _, _, name in results} == {"kproducer-network-thread"}
+    assert "user bug" in caplog.text
+
+
+@pytest.mark.timeout(120)
+def test_threads_send_concurrently(broker):
+    broker.create_topic("threads", 4)
+    n_threads, per = 8, 5000
+    with Producer(bootstrap_servers=broker.bootstrap) as p:
+        def work(t):
+            for i in range(per):
+                p.send("threads", b"%d-%d" % (t, i), key=b"t%d" % t)
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        p.flush(60)
+    got = read_back(broker.bootstrap, "threads", timeout=60)
+    values = [m.value for msgs in got.values() for m in msgs]
+    assert len(values) == len(set(values)) == n_threads * per
+    for msgs in got.values():                                  # per-thread order kept
+        last = {}
+        for m in msgs:
+            t, i = map(int, m.value.split(b"-"))
+            assert i > last.get(t, -1)
+            last[t] = i
+
+
+def test_serializers_custom_partitioner_and_partitions_for(broker):
+    broker.create_topic("ser", 3)
+    calls = []
+
+    def partitioner(topic, key, key_bytes, value, value_bytes, cluster):
+        calls.append(topic)
+        return 2
+
+    with Producer(bootstrap_servers=broker.bootstrap, key_serializer=str.encode,
+                  value_serializer=lambda v: v.encode("utf-8"), partitioner=partitioner) as p:
+        md = p.send("ser", "héllo", key="k").result(10)
+        assert md.partition == 2 and calls == ["ser"]
+        assert [pi.partition for pi in p.partitions_for("ser")] == [0, 1, 2]
+    got = read_back(broker.bootstrap, "ser", timeout=30)
+    assert got[2][0].value == "héllo".encode() and got[2][0].key == b"k"
+
+
+def test_bad_configs_and_arguments(broker):
+    with pytest.raises(ConfigError, match="linger.ms"):
+        Producer(bootstrap_servers=broker.bootstrap, linger_msec=5)
+    with pytest.raises(ConfigError, match="acks"):
+        Producer({"bootstrap.servers": broker.bootstrap, "acks": "some"})
+    with pytest.raises(ConfigError, match="enable.idempotence"):
+        Producer(bootstrap_servers=broker.bootstrap, enable_idempotence=True, acks=1)
+    broker.create_topic("args", 2)
+    with Producer(bootstrap_servers=broker.bootstrap, max_request_size=10_000) as p:
+        p.send("args", b"warm").result(10)
+        with pytest.raises(TypeError, match="value must be bytes-like or None, not str"):
+            p.send("args", "text")
+        with pytest.raises(TypeError, match="key must be bytes-like"):
+            p.send("args", b"v", key="text")
+        with pytest.raises(ValueError, match="invalid topic name"):
+            p.send("bad topic!", b"v")
+        with pytest.raises(ValueError, match=r"partition 7 is not in the range \[0...1\]"):
+            p.send("args", b"v", partition=7)
+        with pytest.raises(RecordTooLargeError, match="max.request.size=10000"):
+            p.send("args", b"x" * 20_000)
+        with pytest.raises(TypeError, match="header 0 key must be str"):
+            p.send("args", b"v", headers=[(b"k", b"v")])
+    with pytest.raises(KafkaError, match="closed"):
+        p.send("args", b"v")
+
+
+@pytest.mark.timeout(60)
+def test_absent_broker_blocks_then_raises_within_max_block_ms():
+    port = free_port()
+    with Producer(bootstrap_servers=f"127.0.0.1:{port}", max_block_ms=800) as p:
+        t0 = time.monotonic()
+        with pytest.raises(KafkaTimeoutError, match="max.block.ms=800"):
+            p.send("nowhere", b"v")
+        assert time.monotonic() - t0 >= 0.75
+        t0 = time.monotonic()
+        p.close(timeout=10)
+        assert time.monotonic() - t0 < 10, "close does not hang"
+
+
+@pytest.mark.timeout(120)
+def test_full_buffer_blocks_then_raises_and_delivery_timeout_fails_records(tmp_path):
+    port = free_port()
+    proxy = FaultProxy("127.0.0.1", port).start()
+    broker = TansuBroker(port=port, advertised_port=proxy.port, log_dir=tmp_path).start()
+    try:
+        broker.create_topic("bp", 1)
+        p = Producer(bootstrap_servers=proxy.bootstrap, buffer_memory=200_000, batch_size=16384,
+                     max_block_ms=500, linger_ms=0, request_timeout_ms=1000, delivery_timeout_ms=3000,
+                     enable_idempotence=False, acks=1)
+        p.send("bp", b"warm").result(10)
+        proxy.stall(True)                                    # broker stops answering
+        futures = []
+        with pytest.raises(KafkaTimeoutError, match="buffer.memory"):
+            for i in range(10_000):
+                futures.append(p.send("bp", os.urandom(1000)))
+        assert p.metrics()["buffer_available_bytes"] >= 0
+        assert len(futures) * 1000 <= 200_000 + 16384, "memory stays bounded"
+        # Every queued record fails with a clear timeout, none vanishes.
+        for f in futures:
+            exc = f.exception(timeout=30)
+            assert isinstance(exc, (KafkaTimeoutError, KafkaError)), exc
+        assert any("delivery.timeout.ms" in str(f.exception()) or "timed out" in str(f.exception())
+                   for f in futures)
+        p.close(timeout=5)
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+@pytest.mark.timeout(60)
+def test_close_with_zero_timeout_fails_pending_records(tmp_path):
+    port = free_port()
+    proxy = FaultProxy("127.0.0.1", port).start()
+    broker = TansuBroker(port=port, advertised_port=proxy.port, log_dir=tmp_path).start()
+    try:
+        broker.create_topic("cz", 1)
+        p = Producer(bootstrap_servers=proxy.bootstrap, linger_ms=0)
+        p.send("cz", b"warm").result(10)
+        proxy.stall(True)
+        futures = [p.send("cz", b"v%d" % i) for i in range(100)]
+        p.close(timeout=0)
+        for f in futures:
+            assert isinstance(f.exception(timeout=10), KafkaError)
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+def _run_through_proxy(tmp_path, configure, n=20_000, **producer_cfg):
+    port = free_port()
+    proxy = FaultProxy("127.0.0.1", port).start()
+    broker = TansuBroker(port=port, advertised_port=proxy.port, log_dir=tmp_path).start()
+    try:
+        broker.create_topic("faults", 4)
+        configure(proxy)
+        with Producer(bootstrap_servers=proxy.bootstrap, linger_ms=2, request_timeout_ms=2000,
+                      retry_backoff_ms=20, **producer_cfg) as p:
+            futures = [p.send("faults", b"%d" % i, key=b"k%d" % (i % 50)) for i in range(n)]
+            p.flush(180)
+            errors = [f.exception() for f in futures]
+            assert errors.count(None) == n, [e for e in errors if e][:3]
+            stats = proxy.stats()
+        proxy.reset_faults()
+        got = read_back(broker.bootstrap, "faults", timeout=120)
+        values = [int(m.value) for msgs in got.values() for m in msgs]
+        assert sorted(values) == list(range(n)), "nothing lost, nothing duplicated"
+        for msgs in got.values():
+            per_key = {}
+            for m in msgs:
+                i = int(m.value)
+                assert i > per_key.get(m.key, -1), "per-key order kept"
+                per_key[m.key] = i
+        return stats
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+@pytest.mark.timeout(300)
+def test_connections_cut_every_n_responses(tmp_path):
+    stats = _run_through_proxy(tmp_path, lambda px: px.cut_every_n_responses(5), batch_size=2000)
+    assert stats["cuts"] >= 10
+
+
+@pytest.mark.timeout(300)
+def test_responses_byte_by_byte_and_delayed(tmp_path):
+    def configure(px):
+        px.byte_by_byte(True)
+        px.delay(0.01)
+    _run_through_proxy(tmp_path, configure, n=5000)
+
+
+@pytest.mark.timeout(300)
+def test_dropped_responses_are_retried_without_duplicates(tmp_path):
+    stats = _run_through_proxy(tmp_path, lambda px: px.drop_response_every(9), n=5000, batch_size=2000)
+    assert stats["responses_dropped"] >= 1
+
+
+@pytest.mark.timeout(300)
+def test_broker_restart_mid_stream(tmp_path):
+    broker = TansuBroker(log_dir=tmp_path).start()
+    try:
+        broker.create_topic("restart", 2)
+        with Producer(bootstrap_servers=broker.bootstrap, linger_ms=2, request_timeout_ms=2000,
+                      retry_backoff_ms=20, delivery_timeout_ms=60000) as p:
+            first = [p.send("restart", b"a%d" % i, key=b"k%d" % (i % 10)) for i in range(5000)]
+            p.flush(60)
+            pid_before = p.metrics()["producer_id"]
+            broker.restart()                                   # memory storage: all state lost
+            broker.create_topic("restart", 2, exist_ok=True)
+            second = [p.send("restart", b"b%d" % i, key=b"k%d" % (i % 10)) for i in range(5000)]
+            p.flush(120)
+            for f in first + second:                            # each acked or failed, none vanishes
+                assert f.done()
+            ok_second = [f for f in second if f.exception() is None]
+            assert len(ok_second) == len(second)
+            assert p.metrics()["producer_id"] != pid_before or p.metrics()["producer_id_resets"] >= 1
+        got = read_back(broker.bootstrap, "restart", timeout=60)
+        values = sorted(m.value for msgs in got.values() for m in msgs)
+        assert values == sorted(b"b%d" % i for i in range(5000))
+    finally:
+        broker.stop()
+
+
+@pytest.mark.timeout(120)
+def test_fork_child_starts_afresh(broker):
+    broker.create_topic("fork", 1)
+    p = Producer(bootstrap_servers=broker.bootstrap)
+    p.send("fork", b"parent-1").result(10)
+    pid = os.fork()
+    if pid == 0:  # child: must not touch the parent's thread or sockets
+        code = 1
+        try:
+            p.send("fork", b"child").result(20)
+            p.close(10)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    p.send("fork", b"parent-2").result(10)                   # the parent's producer still works
+    p.close()
+    got = read_back(broker.bootstrap, "fork", timeout=30)
+    assert sorted(m.value for m in got[0]) == [b"child", b"parent-1", b"parent-2"]

@@ -1,0 +1,578 @@
+"""The network Selector (csrc/kp_selector.c via kproducer._net).
+
+Against the real broker: ApiVersions round trips, pipelining, many connections.
+Against tiny loopback servers run in threads: byte-by-byte and coalesced
+frames, bad frame sizes, a peer closing mid-frame, a slow reader taking an
+8 MiB send while another connection keeps working. Every wait is a poll loop
+with a deadline; nothing sleeps and hopes.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from kproducer import _net
+from kproducer.codec import frame
+from kproducer.errors import KafkaError, NetworkError
+from kproducer.protocol import API_VERSIONS, ApiVersionsRequest, decode_response, encode_request
+from kproducer.protocol import peek_correlation_id
+
+Selector = _net.Selector
+PRODUCE = 0
+DEADLINE = 10.0
+
+
+# ---- helpers ------------------------------------------------------------------
+
+class Seen:
+    """Everything a series of polls reported."""
+
+    def __init__(self):
+        self.connected: list[int] = []
+        self.disconnected: list[tuple[int, str]] = []
+        self.sent: list[int] = []
+        self.received: list[tuple[int, bytes]] = []
+        self.woken = False
+        self.polls = 0
+
+    def add(self, r):
+        self.connected += r.connected
+        self.disconnected += r.disconnected
+        self.sent += r.sent
+        self.received += r.received
+        self.woken |= r.woken
+        self.polls += 1
+
+    def frames(self, conn_id):
+        return [b for i, b in self.received if i == conn_id]
+
+    def reason(self, conn_id):
+        return dict(self.disconnected).get(conn_id)
+
+    def __repr__(self):
+        return (f"Seen(polls={self.polls}, connected={self.connected}, disconnected={self.disconnected}, "
+                f"sent={self.sent}, received={[(i, len(b)) for i, b in self.received]})")
+
+
+def poll_until(sel, cond, seen=None, timeout=DEADLINE, on_poll=None):
+    """Polls until ``cond(seen)`` holds; fails when the deadline passes."""
+    seen = seen if seen is not None else Seen()
+    deadline = time.monotonic() + timeout
+    while not cond(seen):
+        left = deadline - time.monotonic()
+        assert left > 0, f"deadline passed: {seen!r}"
+        seen.add(sel.poll(min(100, left * 1000)))
+        if on_poll is not None:
+            on_poll(seen)
+    return seen
+
+
+def api_versions_request(correlation_id: int, version: int = 3) -> bytes:
+    """Header + body of an ApiVersions request (no size prefix)."""
+    req = ApiVersionsRequest(client_software_name="kproducer-selector-test", client_software_version="0.1")
+    return encode_request(req, version, correlation_id, "selector-test")
+
+
+def check_api_versions(body: bytes, correlation_id: int, version: int = 3):
+    resp = decode_response(API_VERSIONS, version, body)
+    assert resp.correlation_id == correlation_id
+    assert resp.error_code == 0
+    keys = {k.api_key for k in resp.api_keys}
+    assert {PRODUCE, API_VERSIONS} <= keys
+    return resp
+
+
+def connect_all(sel, conns, seen=None):
+    """conns: {id: port} on 127.0.0.1; polls until every id is connected."""
+    for cid, port in conns.items():
+        sel.connect(cid, "127.0.0.1", port)
+    seen = poll_until(sel, lambda s: set(conns) <= set(s.connected) or s.disconnected, seen)
+    assert not seen.disconnected, seen
+    return seen
+
+
+class LocalServer:
+    """A one-connection loopback server; ``handler(conn)`` runs in a thread.
+
+    Exceptions in the handler are re-raised by :meth:`close` so a broken
+    server fails the test instead of hanging it.
+    """
+
+    def __init__(self, handler, *, rcvbuf=None, family=socket.AF_INET, host="127.0.0.1"):
+        self.handler = handler
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        if rcvbuf:
+            # Set before listen(): accepted sockets inherit it, and a fixed
+            # SO_RCVBUF turns off receive-buffer autotuning (tcp(7)).
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.bind((host, 0))
+        self.sock.listen(1)
+        self.sock.settimeout(DEADLINE)
+        self.port = self.sock.getsockname()[1]
+        self.errors: list[BaseException] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"local-server-{self.port}", daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            conn, _ = self.sock.accept()
+            with conn:
+                conn.settimeout(DEADLINE)
+                self.handler(conn)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in close()
+            self.errors.append(exc)
+        finally:
+            self.done.set()
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked accept() on Linux
+        except OSError:
+            pass
+        self.sock.close()
+        self.thread.join(DEADLINE)
+        assert not self.thread.is_alive(), "local server thread did not finish"
+        if self.errors:
+            raise self.errors[0]
+
+
+@pytest.fixture
+def server():
+    servers = []
+
+    def start(handler, **kw):
+        s = LocalServer(handler, **kw)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+@pytest.fixture
+def sel():
+    s = Selector(max_connections=256)
+    yield s
+    s.close_all()
+
+
+def recv_exact(conn, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = conn.recv(min(n - len(buf), 1 << 16))
+        if not chunk:
+            raise ConnectionError(f"peer closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
+# ---- against the real broker ------------------------------------------------------------------
+
+def test_api_versions_round_trip(broker, sel):
+    seen = connect_all(sel, {0: broker.port})
+    assert seen.connected == [0]
+    assert sel.is_connected(0) and sel.state(0) == "connected" and len(sel) == 1
+    sel.send(0, frame(api_versions_request(7)))
+    assert sel.is_sending(0)
+    seen = poll_until(sel, lambda s: s.received, seen)
+    assert seen.sent == [0] and not sel.is_sending(0)
+    [(cid, body)] = seen.received
+    assert cid == 0
+    check_api_versions(body, 7)
+    stats = sel.stats(0)
+    assert stats.bytes_sent == len(frame(api_versions_request(7)))
+    assert stats.bytes_received == len(body) + 4
+    assert stats.send_remaining == 0 and stats.send_total == 0
+
+
+def test_send_staged_while_connecting_and_send_frame(broker, sel):
+    # Staged before the connect completes: written as soon as it does.
+    sel.connect(3, "127.0.0.1", broker.port)
+    assert sel.state(3) == "connecting" and not sel.is_connected(3)
+    sel.send_frame(3, api_versions_request(1))  # the selector writes the size prefix
+    seen = poll_until(sel, lambda s: s.received)
+    assert seen.connected == [3] and seen.sent == [3]
+    check_api_versions(seen.frames(3)[0], 1)
+
+
+def test_pipelined_requests_come_back_in_order(broker, sel):
+    seen = connect_all(sel, {0: broker.port})
+    ids = list(range(100, 120))
+    for n, cid in enumerate(ids):
+        # One send in flight at a time; the next goes out as soon as the
+        # previous is written, without waiting for responses.
+        sel.send(0, frame(api_versions_request(cid)))
+        poll_until(sel, lambda s, n=n: len(s.sent) == n + 1, seen)
+    seen = poll_until(sel, lambda s: len(s.received) == len(ids), seen)
+    bodies = seen.frames(0)
+    assert [peek_correlation_id(b) for b in bodies] == ids
+    for cid, body in zip(ids, bodies):
+        check_api_versions(body, cid)
+    # Several frames in one send are allowed too, and still answered in order.
+    sel.send(0, b"".join(frame(api_versions_request(c)) for c in (200, 201, 202)))
+    seen = poll_until(sel, lambda s: len(s.received) == len(ids) + 3, seen)
+    assert [peek_correlation_id(b) for b in seen.frames(0)[-3:]] == [200, 201, 202]
+
+
+def test_many_connections_at_once(broker):
+    n = 200
+    with Selector(max_connections=n) as sel:
+        for cid in range(n):
+            sel.connect(cid, "127.0.0.1", broker.port)
+            sel.send(cid, frame(api_versions_request(1000 + cid)))
+        assert len(sel) == n
+        seen = poll_until(sel, lambda s: len(s.received) == n or s.disconnected, timeout=30)
+        assert not seen.disconnected, seen
+        assert sorted(seen.connected) == list(range(n))
+        assert sorted(seen.sent) == list(range(n))
+        for cid, body in seen.received:
+            check_api_versions(body, 1000 + cid)
+        assert sorted(cid for cid, _ in seen.received) == list(range(n))
+        sel.close_all()
+        assert len(sel) == 0 and not any(sel.is_connected(c) for c in range(n))
+
+
+# ---- connect failures -----------------------------------------------------------
+
+def test_connection_refused_is_a_disconnect_event(sel):
+    # A bound but not listening socket: connects to it are refused, and
+    # nobody else can grab the port meanwhile.
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        port = holder.getsockname()[1]
+        sel.connect(5, "127.0.0.1", port)  # never raises for a refused connect
+        seen = poll_until(sel, lambda s: s.disconnected)
+    assert seen.connected == []
+    assert seen.disconnected == [(5, "connect failed: Connection refused (ECONNREFUSED)")]
+    # The id is free again: nothing to close, and it can be reused.
+    assert sel.state(5) == "disconnected" and len(sel) == 0
+    assert sel.close(5) is False
+    with pytest.raises(NetworkError, match="connection 5: send: no such connection") as ei:
+        sel.send(5, b"\0\0\0\0")
+    assert ei.value.conn_id == 5
+
+
+def test_argument_errors(sel):
+    with pytest.raises(ValueError, match="conn_id 256 out of range 0..255"):
+        sel.connect(256, "127.0.0.1", 9092)
+    with pytest.raises(ValueError, match="conn_id -1 out of range"):
+        sel.is_connected(-1)
+    with pytest.raises(ValueError, match="getaddrinfo"):
+        sel.connect(0, "localhost", 9092)
+    with pytest.raises(ValueError, match="not a numeric"):
+        sel.connect(0, "127.0.0.1.5", 9092)
+    with pytest.raises(ValueError, match="port must be 1..65535"):
+        sel.connect(0, "127.0.0.1", 0)
+    with pytest.raises(ValueError, match="timeout_ms must be >= 0"):
+        sel.poll(-1)
+    with pytest.raises(ValueError, match="max_connections"):
+        Selector(max_connections=0)
+    with pytest.raises(NetworkError, match="no such connection"):
+        sel.send(1, b"\0\0\0\0")
+    with pytest.raises(NetworkError, match="no such connection"):
+        sel.stats(1)
+    assert len(sel) == 0
+    assert issubclass(NetworkError, KafkaError)
+
+
+def test_second_send_while_one_is_in_flight(broker, sel):
+    connect_all(sel, {2: broker.port})
+    sel.send(2, frame(api_versions_request(1)))
+    with pytest.raises(NetworkError, match="connection 2: send: a send is already in flight") as ei:
+        sel.send(2, frame(api_versions_request(2)))
+    assert ei.value.conn_id == 2
+    with pytest.raises(NetworkError, match="already in flight"):
+        sel.send_frame(2, api_versions_request(2))
+    with pytest.raises(ValueError, match="empty data"):
+        sel.send(2, b"")
+    with pytest.raises(NetworkError, match="already has a connection"):
+        sel.connect(2, "127.0.0.1", broker.port)
+    seen = poll_until(sel, lambda s: s.received)
+    assert seen.sent == [2]
+    sel.send(2, frame(api_versions_request(2)))  # fine once the first is written
+    seen = poll_until(sel, lambda s: len(s.received) == 2, seen)
+    assert [peek_correlation_id(b) for b in seen.frames(2)] == [1, 2]
+
+
+def test_ipv6_loopback(server, sel):
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 support")
+    try:
+        socket.socket(socket.AF_INET6).bind(("::1", 0))
+    except OSError:
+        pytest.skip("::1 not available")
+    srv = server(lambda c: c.sendall(frame(b"hello6")), family=socket.AF_INET6, host="::1")
+    sel.connect(0, "::1", srv.port)
+    seen = poll_until(sel, lambda s: s.received)
+    assert seen.connected == [0] and seen.frames(0) == [b"hello6"]
+
+
+# ---- wakeup -------------------------------------------------------------------------
+
+def test_wakeup_interrupts_a_long_poll_from_another_thread(sel):
+    started = threading.Event()
+    out = {}
+
+    def poller():
+        started.set()
+        t0 = time.monotonic()
+        out["result"] = sel.poll(10000)
+        out["elapsed"] = time.monotonic() - t0
+
+    t = threading.Thread(target=poller)
+    t.start()
+    assert started.wait(DEADLINE)
+    # While the poll waits (GIL released), this thread keeps running: a poll
+    # holding the GIL would block this call until its 10 s ran out. A wakeup
+    # landing before epoll_wait is kept by the eventfd, so there is no race.
+    with pytest.raises(RuntimeError, match="poll\\(\\) is running in another thread"):
+        deadline = time.monotonic() + DEADLINE
+        while "result" not in out and time.monotonic() < deadline:
+            sel.close_all()  # raises once the poller has entered poll()
+    sel.wakeup()
+    t.join(5.0)
+    assert not t.is_alive(), "wakeup did not interrupt poll(10000)"
+    assert out["result"].woken and out["elapsed"] < 5.0
+
+
+def test_wakeup_before_poll_is_kept_then_drained(sel):
+    sel.wakeup()
+    sel.wakeup()
+    t0 = time.monotonic()
+    assert sel.poll(10000).woken
+    assert time.monotonic() - t0 < 5.0
+    r = sel.poll(0)
+    assert not r.woken and r == ([], [], [], [], False)
+
+
+def test_poll_waits_for_its_timeout_when_idle(sel):
+    t0 = time.monotonic()
+    r = sel.poll(50)
+    assert time.monotonic() - t0 >= 0.045
+    assert r == ([], [], [], [], False)
+
+
+# ---- framing against local servers --------------------------------------------------
+
+def test_response_one_byte_at_a_time(server, sel):
+    frames = [b"first response", b"", b"x" * 300]
+    data = b"".join(frame(f) for f in frames)
+    step = threading.Semaphore(0)
+
+    def handler(conn):
+        for i in range(len(data)):
+            conn.sendall(data[i:i + 1])
+            # Lockstep: the next byte goes out only after the client has read
+            # this one, so every byte arrives in a separate read.
+            assert step.acquire(timeout=DEADLINE), f"client did not read byte {i}"
+
+    srv = server(handler)
+    sel.connect(0, "127.0.0.1", srv.port)
+    last = [0]
+    deltas = []
+
+    def on_poll(seen):
+        if sel.is_connected(0):
+            got = sel.stats(0).bytes_received
+            if got > last[0]:
+                deltas.append(got - last[0])
+                for _ in range(got - last[0]):
+                    step.release()
+                last[0] = got
+
+    seen = poll_until(sel, lambda s: len(s.received) == len(frames), on_poll=on_poll)
+    assert seen.frames(0) == frames
+    assert set(deltas) == {1} and sum(deltas) == len(data)
+
+
+def test_several_frames_in_one_write_come_out_of_one_poll(server, sel):
+    frames = [b"a" * 10, b"", b"b" * 70000, b"c"]
+    sent = threading.Event()
+
+    def handler(conn):
+        conn.sendall(b"".join(frame(f) for f in frames))
+        sent.set()
+        conn.recv(1)  # hold the connection open until the client closes
+
+    srv = server(handler)
+    seen = connect_all(sel, {0: srv.port})
+    assert sent.wait(DEADLINE)
+    seen = poll_until(sel, lambda s: len(s.received) == len(frames), seen)
+    assert seen.frames(0) == frames
+    # 70 KiB in one loopback write is readable at once: one poll (within its
+    # 256 KiB read budget) yields every frame of it.
+    assert seen.polls <= 3, seen
+
+
+def test_unsolicited_frames_are_read_within_the_per_poll_budget(server, sel):
+    # Like acks=0 on Tansu: responses nobody waits for must still be drained.
+    body = bytes(range(256)) * 4
+    count = 2000
+    payload = frame(body) * count
+
+    def handler(conn):
+        conn.sendall(payload)
+        conn.recv(1)
+
+    srv = server(handler)
+    connect_all(sel, {0: srv.port})
+    per_poll = []
+    last = [0]
+
+    def on_poll(seen):
+        got = sel.stats(0).bytes_received
+        per_poll.append(got - last[0])
+        last[0] = got
+
+    seen = poll_until(sel, lambda s: len(s.received) == count, on_poll=on_poll)
+    assert all(b == body for _, b in seen.received)
+    assert max(per_poll) <= _net.READ_BUDGET
+    assert sum(per_poll) == len(payload)
+    assert len([d for d in per_poll if d]) >= len(payload) // _net.READ_BUDGET
+
+
+@pytest.mark.parametrize("size", [-1, -(2 ** 31), 1025, 2 ** 31 - 1])
+def test_bad_frame_size_disconnects(server, size):
+    def handler(conn):
+        conn.sendall(frame(b"y" * 1024) + struct.pack(">i", size) + b"zz")
+        conn.recv(1)
+
+    srv = server(handler)
+    with Selector(max_connections=4, max_frame_size=1024) as sel:
+        sel.connect(1, "127.0.0.1", srv.port)
+        seen = poll_until(sel, lambda s: s.disconnected)
+        # The frame of exactly max_frame_size is fine and still delivered.
+        assert seen.frames(1) == [b"y" * 1024]
+        assert seen.disconnected == [
+            (1, f"invalid frame size {size} (must be 0..1024); the stream is lost")]
+        assert sel.state(1) == "disconnected" and len(sel) == 0
+
+
+def test_peer_closing_mid_frame_disconnects(server, sel):
+    def handler(conn):
+        conn.sendall(frame(b"whole") + struct.pack(">i", 100) + b"0123456789")
+
+    srv = server(handler)
+    sel.connect(0, "127.0.0.1", srv.port)
+    seen = poll_until(sel, lambda s: s.disconnected)
+    assert seen.frames(0) == [b"whole"]
+    assert seen.disconnected == [
+        (0, "connection closed by peer mid-frame (14 bytes of an incomplete frame received)")]
+
+
+def test_peer_closing_at_a_frame_boundary(server, sel):
+    srv = server(lambda conn: conn.sendall(frame(b"last words")))
+    sel.connect(0, "127.0.0.1", srv.port)
+    seen = poll_until(sel, lambda s: s.disconnected)
+    assert seen.frames(0) == [b"last words"]
+    assert seen.disconnected == [(0, "connection closed by peer")]
+
+
+def test_peer_reset_reports_errno(server, sel):
+    def handler(conn):
+        # SO_LINGER 0: close sends RST instead of FIN (socket(7)).
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    srv = server(handler)
+    sel.connect(0, "127.0.0.1", srv.port)
+    seen = poll_until(sel, lambda s: s.disconnected)
+    [(cid, reason)] = seen.disconnected
+    assert cid == 0
+    assert "ECONNRESET" in reason or reason == "connection closed by peer", reason
+
+
+# ---- slow peers and caller-side closes -------------------------------------------
+
+def test_large_send_to_a_slow_reader_does_not_block_other_connections(broker, server, sel):
+    big = frame(bytes(range(256)) * (8 * 1024 * 1024 // 256))
+    digest = hashlib.sha256(big).digest()
+    gate = threading.Event()
+
+    def slow_reader(conn):
+        assert gate.wait(DEADLINE * 3), "gate never opened"
+        h = hashlib.sha256()
+        left = len(big)
+        while left:
+            chunk = conn.recv(min(left, 65536))
+            if not chunk:
+                raise ConnectionError(f"client closed with {left} bytes unsent")
+            h.update(chunk)
+            left -= len(chunk)
+        conn.sendall(frame(h.digest()))
+        conn.recv(1)
+
+    srv = server(slow_reader, rcvbuf=65536)
+    seen = connect_all(sel, {0: srv.port, 1: broker.port})
+    sel.send(0, big)
+    sel.send(1, frame(api_versions_request(42)))
+    # The broker's answer arrives while the 8 MiB send is stuck on a reader
+    # that reads nothing: the big send never stalls the poll.
+    seen = poll_until(sel, lambda s: s.frames(1), seen)
+    check_api_versions(seen.frames(1)[0], 42)
+    assert 0 not in seen.sent and sel.is_sending(0)
+    stuck = sel.stats(0)
+    assert 0 < stuck.send_remaining < stuck.send_total == len(big)
+
+    # Now the reader drains; the send completes over many polls.
+    gate.set()
+    progress = []
+
+    def on_poll(s):
+        progress.append(sel.stats(0).bytes_sent)
+
+    seen = poll_until(sel, lambda s: s.frames(0), seen, timeout=30, on_poll=on_poll)
+    assert 0 in seen.sent and not sel.is_sending(0)
+    assert seen.frames(0) == [digest]
+    assert sel.stats(0).bytes_sent == len(big)
+    assert len(set(progress)) >= 3, "expected the send to finish over several polls"
+
+
+def test_caller_close_between_polls_is_safe(broker, server, sel):
+    def chatty(conn):
+        try:
+            while True:
+                conn.sendall(frame(b"z" * 1000) * 50)
+        except OSError:
+            pass  # the client closed
+
+    srv = server(chatty)
+    seen = connect_all(sel, {0: srv.port})
+    poll_until(sel, lambda s: s.received, seen)
+    sel.send(0, b"\0\0\0\0")  # staged, maybe unwritten: dropped by close
+    assert sel.close(0) is True
+    assert sel.close(0) is False
+    assert srv.done.wait(DEADLINE)
+    # Nothing more is reported for the closed id ...
+    after = Seen()
+    for _ in range(3):
+        after.add(sel.poll(20))
+    assert after.received == [] and after.disconnected == [] and after.sent == []
+    # ... and it can be reused for a new connection right away.
+    sel.connect(0, "127.0.0.1", broker.port)
+    sel.send(0, frame(api_versions_request(9)))
+    seen = poll_until(sel, lambda s: s.received)
+    assert seen.connected == [0]
+    check_api_versions(seen.frames(0)[0], 9)
+
+
+def test_close_while_connecting_reports_nothing(sel):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        sel.connect(0, "127.0.0.1", holder.getsockname()[1])
+        sel.close(0)  # the refusal, if already known, is dropped with the connection
+        r = sel.poll(50)
+    assert r == ([], [], [], [], False)
+
+
+def test_error_messages_name_the_errno():
+    exc = NetworkError("x", conn_id=3, errno=errno.ECONNREFUSED)
+    assert exc.conn_id == 3 and exc.errno == errno.ECONNREFUSED
