@@ -105,16 +105,22 @@ cdef class BatchResult:
         return RecordMetadata(self.topic, self.partition, offset, ts)
 
     def wait(self, timeout=None):
-        """Blocks until done or ``timeout`` seconds pass; True when done."""
-        if self._done:
-            return True
-        if self._event is None:
-            self._event = threading.Event()
-        ev = self._event
-        # Re-check: complete() sets _done before it reads _event (both under the GIL).
-        if self._done:
-            return True
-        return ev.wait(timeout)
+        """Blocks until done or ``timeout`` seconds pass; True when done. A split
+        batch is done when every batch it was split into is."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._done:
+            if self._event is None:
+                self._event = threading.Event()
+            ev = self._event
+            # Re-check: complete() sets _done before it reads _event (both under the GIL).
+            if not self._done and not ev.wait(timeout):
+                return False
+        if self._redirect is not None:
+            for target in {id(t): t for t, _ in self._redirect}.values():
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not (<BatchResult>target).wait(remaining):
+                    return False
+        return True
 
     def redirect(self, list targets):
         """Split: record i of this batch now lives at targets[i] = (BatchResult, index).
@@ -178,6 +184,15 @@ cdef class RecordFuture:
     def __repr__(self):
         state = "done" if self.done() else "pending"
         return f"<RecordFuture {self._result.topic}[{self._result.partition}] #{self._index} {state}>"
+
+    @property
+    def topic(self):
+        return self._result.topic
+
+    @property
+    def partition(self):
+        """The partition the record was appended to (known before it is sent)."""
+        return self._result.partition
 
     cdef inline void _follow(self):
         # A split batch forwards its records to smaller batches.

@@ -190,10 +190,20 @@ class Producer:
             self._metadata.await_update(version, min(remaining, 0.5))
 
     def _choose_sticky(self, topic: str, n: int) -> int:
-        """Next sticky partition for unkeyed records: a random available partition,
-        different from the current one when there is a choice (KIP-794's switch)."""
+        """Next sticky partition for unkeyed records (KIP-794). Runs once per batch's worth
+        of bytes, inside the accumulator's lock (so it must not call back into it).
+
+        Without adaptive partitioning: uniform over partitions with a leader. With it
+        (the default), weighted like Java's BuiltInPartitioner: partition i gets weight
+        ``max_queue + 1 - queue_i`` from the batches queued per partition, so slow
+        partitions (long queues) receive less new data."""
         available = self._metadata.cluster.available_partition_ids(topic) or range(n)
-        return self._rng.choice(available)
+        if not self._config.partitioner_adaptive_partitioning_enable or len(available) < 2:
+            return self._rng.choice(available)
+        queues = self._acc.queue_sizes(topic)
+        sizes = [queues[p] if p < len(queues) else 0 for p in available]
+        top = max(sizes) + 1
+        return self._rng.choices(available, weights=[top - q for q in sizes])[0]
 
     def _custom_partition(self, topic, key, value):
         n = self._acc.partition_count(topic)

@@ -378,3 +378,80 @@ def test_fork_child_starts_afresh(broker):
     p.close()
     got = read_back(broker.bootstrap, "fork", timeout=30)
     assert sorted(m.value for m in got[0]) == [b"child", b"parent-1", b"parent-2"]
+
+
+@pytest.mark.timeout(60)
+def test_adaptive_sticky_partitioner_avoids_long_queues(tmp_path):
+    port = free_port()
+    proxy = FaultProxy("127.0.0.1", port).start()
+    broker = TansuBroker(port=port, advertised_port=proxy.port, log_dir=tmp_path).start()
+    try:
+        broker.create_topic("adaptive", 4)
+        p = Producer(bootstrap_servers=proxy.bootstrap, linger_ms=0, batch_size=1000)
+        p.send("adaptive", b"warm", partition=0).result(10)
+        proxy.stall(True)                                   # nothing completes from here on
+        for _ in range(300):                                # a long queue on partition 0
+            p.send("adaptive", b"x" * 900, partition=0)
+        unkeyed = [p.send("adaptive", b"y" * 400) for _ in range(400)]
+        counts = [sum(1 for f in unkeyed if f.partition == i) for i in range(4)]
+        assert sum(counts) == 400
+        assert counts[0] < 40 and min(counts[1:]) > 40, counts
+        p.close(timeout=0)
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+def _inject_produce_error(producer, code: int, times: int = 1):
+    """Answers the next ``times`` Produce requests with ``code`` for every partition,
+    without sending them (Tansu never returns these errors)."""
+    from types import SimpleNamespace
+    from kproducer.protocol import PRODUCE
+
+    client = producer._client
+    real_send = client.send
+    left = [times]
+
+    def send(node_id, api_key, request, callback, now, **kw):
+        if api_key == PRODUCE and left[0] > 0:
+            left[0] -= 1
+            resp = SimpleNamespace(responses=[SimpleNamespace(name=t.name, partition_responses=[
+                SimpleNamespace(index=pd.index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                                error_message="injected") for pd in t.partition_data]) for t in request.topic_data])
+            callback(resp, None)
+            return
+        return real_send(node_id, api_key, request, callback, now, **kw)
+    client.send = send
+
+
+@pytest.mark.timeout(60)
+def test_message_too_large_splits_the_batch_and_keeps_every_future(broker):
+    broker.create_topic("split", 1)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=50) as p:
+        p.send("split", b"warm").result(10)
+        _inject_produce_error(p, 10)                          # MESSAGE_TOO_LARGE
+        cb = []
+        futures = [p.send("split", b"r%d" % i, on_delivery=lambda e, md: cb.append(e)) for i in range(40)]
+        p.flush(30)
+        metas = [f.result(0) for f in futures]
+        assert cb == [None] * 40
+    got = read_back(broker.bootstrap, "split", timeout=30)
+    by_offset = {m.offset: m.value for m in got[0]}
+    assert [by_offset[md.offset] for md in metas] == [b"r%d" % i for i in range(40)]
+    assert len(got[0]) == 41
+
+
+@pytest.mark.timeout(60)
+def test_non_retriable_error_fails_every_record_with_its_name(broker):
+    from kproducer.errors import BrokerResponseError
+    broker.create_topic("fatal", 1)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=50) as p:
+        p.send("fatal", b"warm").result(10)
+        _inject_produce_error(p, 87)                          # INVALID_RECORD
+        errs = []
+        futures = [p.send("fatal", b"r%d" % i, on_delivery=lambda e, md: errs.append(e)) for i in range(10)]
+        for f in futures:
+            exc = f.exception(10)
+            assert isinstance(exc, BrokerResponseError) and exc.code == 87 and "INVALID_RECORD" in str(exc)
+        assert len(errs) == 10 and all(isinstance(e, BrokerResponseError) for e in errs)
+        assert p.send("fatal", b"next").result(10).offset >= 1   # later records go through
