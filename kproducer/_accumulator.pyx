@@ -81,23 +81,21 @@ cdef class BatchResult:
     # When a batch is split (MESSAGE_TOO_LARGE), record i continues as record
     # _redirect[i] = (BatchResult, index) of a smaller batch.
     cdef list _redirect
-    cdef list _timestamps
 
     def __cinit__(self, str topic, int32_t partition):
         self.topic = topic
         self.partition = partition
         self.base_offset = -1
         self.log_append_time = -1
-        self._timestamps = []
 
     @property
     def done(self):
         return self._done
 
-    cdef inline void add_delivery(self, int32_t index, object callback):
+    cdef inline void add_delivery(self, int32_t index, int64_t timestamp, object callback):
         if self._deliveries is None:
             self._deliveries = []
-        self._deliveries.append((index, callback))
+        self._deliveries.append((index, timestamp, callback))
 
     cdef object metadata_for(self, int32_t index, int64_t timestamp):
         cdef int64_t offset = self.base_offset + index if self.base_offset >= 0 else -1
@@ -128,9 +126,9 @@ cdef class BatchResult:
         cdef BatchResult target
         self._redirect = targets
         if self._deliveries:
-            for index, cb in self._deliveries:
+            for index, ts, cb in self._deliveries:
                 target, new_index = targets[index]
-                target.add_delivery(new_index, cb)
+                target.add_delivery(new_index, ts, cb)
             self._deliveries = None
         if self._done_callbacks:
             for index, fut, fn in self._done_callbacks:
@@ -146,19 +144,18 @@ cdef class BatchResult:
             self._done_callbacks = []
         self._done_callbacks.append((index, fut, fn))
 
-    def complete(self, int64_t base_offset, int64_t log_append_time, object error, list timestamps):
+    def complete(self, int64_t base_offset, int64_t log_append_time, object error):
         """Records the outcome and runs every callback (errors in user callbacks are
-        logged, never raised). ``timestamps[i]`` is record i's create time."""
+        logged, never raised)."""
         self.base_offset = base_offset
         self.log_append_time = log_append_time
         self.error = error
-        self._timestamps = timestamps
         self._done = True
         if self._event is not None:
             self._event.set()
         if self._deliveries:
-            for index, cb in self._deliveries:
-                md = None if error is not None else self.metadata_for(index, timestamps[index])
+            for index, ts, cb in self._deliveries:
+                md = None if error is not None else self.metadata_for(index, ts)
                 try:
                     cb(error, md)
                 except Exception:
@@ -336,7 +333,6 @@ cdef class ProducerBatch:
     cdef Py_ssize_t limit
     cdef int codec
     cdef object level
-    cdef list timestamps
     cdef BufferPool pool
     cdef int exports
 
@@ -357,17 +353,9 @@ cdef class ProducerBatch:
     def size_in_bytes(self):
         return self.w.buf.len
 
-    @property
-    def timestamps(self):
-        return self.timestamps
-
     cdef kp_status append(self, int64_t ts, const uint8_t *k, int64_t klen, const uint8_t *v,
                           int64_t vlen, const kp_header *h, size_t nh, int *appended):
-        cdef kp_status st = kp_batch_append_limited(&self.w, <size_t>self.limit, ts, k, klen, v, vlen,
-                                                    h, nh, appended)
-        if appended[0]:
-            self.timestamps.append(ts)
-        return st
+        return kp_batch_append_limited(&self.w, <size_t>self.limit, ts, k, klen, v, vlen, h, nh, appended)
 
     def close(self):
         """No more appends: compress the Records section if a codec is set."""
@@ -427,7 +415,7 @@ cdef class ProducerBatch:
 
     def complete(self, int64_t base_offset, int64_t log_append_time, object error):
         """Completes every record of the batch and gives its memory back."""
-        self.result.complete(base_offset, log_append_time, error, self.timestamps)
+        self.result.complete(base_offset, log_append_time, error)
         self.free_memory()
 
     def free_memory(self):
@@ -462,7 +450,6 @@ cdef ProducerBatch new_batch(str topic, int32_t partition, Py_ssize_t capacity, 
     b.limit = limit
     b.codec = codec
     b.level = level
-    b.timestamps = []
     b.pool = pool
     b.pool_bytes = capacity
     return b
@@ -521,6 +508,8 @@ cdef class RecordAccumulator:
     cdef readonly BufferPool pool
     cdef readonly bint ignore_keys
     cdef dict _topics
+    cdef object _last_topic       # the str of the last append, with its state: most sends
+    cdef _TopicState _last_state  # go to one topic, so this skips the dict lookup
     cdef PyThread_type_lock _lock
     cdef _HeaderScratch _scratch
     cdef object _wakeup
@@ -625,9 +614,14 @@ cdef class RecordAccumulator:
 
         self._acquire()
         try:
-            st = self._topics.get(topic)
-            if st is None or st.num_partitions <= 0:
-                return NEED_METADATA
+            if topic is self._last_topic:
+                st = self._last_state
+            else:
+                st = self._topics.get(topic)
+                if st is None or st.num_partitions <= 0:
+                    return NEED_METADATA
+                self._last_topic = topic
+                self._last_state = st
             n = st.num_partitions
             try:
                 if key is not None:
@@ -716,7 +710,7 @@ cdef class RecordAccumulator:
                         st.sticky = -1
                 fut = make_future(b.result, b.w.count - 1, ts)
                 if on_delivery is not None:
-                    b.result.add_delivery(b.w.count - 1, on_delivery)
+                    b.result.add_delivery(b.w.count - 1, ts, on_delivery)
             finally:
                 if khave:
                     PyBuffer_Release(&kview)

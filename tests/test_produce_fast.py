@@ -1,0 +1,470 @@
+"""The fast Produce codec (kproducer.protocol.produce) against the generic one.
+
+Encoding: for every version 3..11 and a range of request shapes the fast
+frame minus its size prefix is byte-identical to ``messages.encode_request``
+and the prefix is the payload length. Decoding: responses built with the
+generic encoder (including RecordErrors, ErrorMessage, LogStartOffset and the
+v10+ tagged CurrentLeader / NodeEndpoints) decode to the same values as
+``decode_response``; every truncation and random mutation raises only
+``ProtocolDecodeError`` (and for v3..v9, where no tag is known to either
+decoder, exactly when the generic decoder raises). One test sends fast frames
+to the real broker at every version.
+"""
+
+from __future__ import annotations
+
+import array
+import socket
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kproducer.codec import encode_batch
+from kproducer.errors import ProtocolDecodeError, ProtocolError, UnsupportedVersionError
+from kproducer.protocol import (PRODUCE, RESPONSES, STRUCTS, PartitionProduceData, ProduceRequest,
+                                ProduceResponse, TopicProduceData, Writer, decode_response,
+                                encode_request, response_header_version)
+from kproducer.protocol.produce import decode_produce_response, encode_produce_request
+
+VERSIONS = list(range(3, 12))
+S = STRUCTS
+
+
+def h(s: str) -> bytes:
+    return bytes.fromhex(s.replace("|", "").replace(" ", ""))
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+def generic_request(acks, timeout_ms, topics, transactional_id=None):
+    return ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms,
+                          topic_data=[TopicProduceData(name=name, partition_data=[
+                              PartitionProduceData(index=i, records=r) for i, r in parts])
+                              for name, parts in topics])
+
+
+def check_encode(version, cid, client_id, acks, timeout_ms, topics, transactional_id=None):
+    fast = encode_produce_request(version, cid, client_id, acks, timeout_ms, topics,
+                                  transactional_id=transactional_id)
+    assert type(fast) is bytes
+    generic = encode_request(generic_request(acks, timeout_ms, topics, transactional_id),
+                             version, cid, client_id)
+    assert fast[4:] == generic
+    assert struct.unpack(">i", fast[:4])[0] == len(generic) == len(fast) - 4
+    return fast
+
+
+def encode_response(version, obj, correlation_id=99):
+    """Header + body of a ProduceResponse with the generic (symmetric) codec."""
+    w = Writer()
+    w.int32(correlation_id)
+    if response_header_version(PRODUCE, version) >= 1:
+        w.empty_tagged_fields()
+    schema = RESPONSES[PRODUCE].SCHEMA
+    schema.encode_into(w, obj, version, schema.is_flexible(version))
+    return w.getvalue()
+
+
+def flatten(resp, version):
+    """The generic decoder's result in the fast decoder's shape."""
+    return resp.correlation_id, [
+        (t.name, p.index, p.error_code, p.base_offset, p.log_append_time_ms,
+         p.error_message if version >= 8 else None)
+        for t in resp.responses for p in t.partition_responses]
+
+
+def check_decode(version, payload):
+    expected = flatten(decode_response(PRODUCE, version, payload), version)
+    got = decode_produce_response(version, payload)
+    assert got == expected
+    # every buffer type gives the same answer
+    assert decode_produce_response(version, bytearray(payload)) == expected
+    assert decode_produce_response(version, memoryview(payload)) == expected
+    return got
+
+
+def part(index, **kw):
+    return S["PartitionProduceResponse"](index=index, **kw)
+
+
+def rich_response():
+    """Every ProduceResponse field set to something non-default, on several partitions."""
+    return ProduceResponse(
+        throttle_time_ms=17,
+        responses=[
+            S["TopicProduceResponse"](name="t", partition_responses=[
+                part(1, error_code=6, base_offset=-1, log_append_time_ms=123, log_start_offset=5,
+                     record_errors=[S["BatchIndexAndErrorMessage"](batch_index=0, batch_index_error_message="bad"),
+                                    S["BatchIndexAndErrorMessage"](batch_index=3, batch_index_error_message=None)],
+                     error_message="msg \u00e9",
+                     current_leader=S["LeaderIdAndEpoch"](leader_id=112, leader_epoch=8)),
+                part(2, error_code=0, base_offset=2**40, log_append_time_ms=-1, log_start_offset=0),
+            ]),
+            S["TopicProduceResponse"](name="\u00fcnicode-\u2713", partition_responses=[
+                part(i, error_code=0, base_offset=1000 * i, log_append_time_ms=1_700_000_000_000 + i,
+                     log_start_offset=i, error_message=None if i % 2 else "")
+                for i in range(4)]),
+            S["TopicProduceResponse"](name="empty", partition_responses=[]),
+        ],
+        node_endpoints=[S["NodeEndpoint"](node_id=112, host="b", port=1, rack="r"),
+                        S["NodeEndpoint"](node_id=113, host="c", port=2, rack=None)])
+
+
+RESPONSE_SHAPES = {
+    "rich": rich_response,
+    "empty": lambda: ProduceResponse(throttle_time_ms=0, responses=[]),
+    "one": lambda: ProduceResponse(responses=[S["TopicProduceResponse"](name="a", partition_responses=[
+        part(0, error_code=0, base_offset=42)])]),
+    "many": lambda: ProduceResponse(responses=[
+        S["TopicProduceResponse"](name=f"topic-{t}", partition_responses=[
+            part(p, error_code=p % 3, base_offset=t * 100 + p, log_append_time_ms=-1,
+                 record_errors=[S["BatchIndexAndErrorMessage"](batch_index=p, batch_index_error_message="x" * 200)]
+                 if p == 2 else [],
+                 error_message="y" * 300 if p == 3 else None)
+            for p in range(4)]) for t in range(3)]),
+}
+
+
+# --------------------------------------------------------------------------
+# encoding
+# --------------------------------------------------------------------------
+
+BATCH = encode_batch([(b"k", b"v", 1000, None)])
+
+REQUEST_SHAPES = {
+    "1x1": [("t", [(0, BATCH)])],
+    "3x4": [(f"topic-{t}", [(p, bytes([t * 4 + p]) * (50 * p + t)) for p in range(4)]) for t in range(3)],
+    "empty-records": [("t", [(0, b""), (1, b"")])],
+    "null-records": [("t", [(0, None), (5, BATCH)])],
+    "no-topics": [],
+    "topic-no-partitions": [("t", [])],
+    "unicode-topic": [("t\u00e9\u2713", [(2**31 - 1, BATCH)])],
+    # lengths around the 1/2/3-byte uvarint boundaries (compact length = n + 1)
+    "varint-boundaries": [("big", [(i, b"z" * n) for i, n in
+                                   enumerate([126, 127, 128, 16382, 16383, 16384, 2**21])])],
+    "buffer-types": [("t", [(0, bytearray(b"ba")), (1, memoryview(b"xmvx")[1:3]),
+                            (2, memoryview(array.array("i", [1, 2, 3])))])],
+    "many-partitions": [("t", [(i, b"r" * 10) for i in range(200)])],
+}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("shape", sorted(REQUEST_SHAPES))
+@pytest.mark.parametrize("client_id", [None, "kproducer", "cli\u00e9nt-\u2713"])
+@pytest.mark.parametrize("transactional_id", [None, "tx", "tx-\u00e9"])
+def test_encode_matches_generic(version, shape, client_id, transactional_id):
+    check_encode(version, 12345, client_id, -1, 30000, REQUEST_SHAPES[shape], transactional_id)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_encode_many_topics_and_values(version):
+    # > 127 topics: the compact array count needs two varint bytes
+    topics = [(f"t{i}", [(i, b"x")]) for i in range(130)]
+    check_encode(version, -1, "c", 1, 0, topics)
+    check_encode(version, 2**31 - 1, "", 0, 2**31 - 1, [("t", [(0, b"x")])])
+    check_encode(version, -2**31, "c" * 300, -32768, -2**31, [("t", [(-2**31, b"x")])])
+    # a topic name longer than 127 bytes: two-byte compact length
+    check_encode(version, 0, "c", -1, 1000, [("n" * 200, [(0, b"x")])])
+
+
+def test_encode_producer_batch_buffer():
+    """kproducer's ProducerBatch (buffer protocol, no __len__) is copied as its wire bytes."""
+    from kproducer._accumulator import batch_from_records
+    b = batch_from_records("t", 0, [(b"k", b"v", 1000, [])], 0, None)
+    b.finish(-1, -1, -1)
+    wire = b.wire_bytes()
+    for version in VERSIONS:
+        fast = encode_produce_request(version, 1, "c", -1, 100, [("t", [(0, b)])])
+        assert fast == encode_produce_request(version, 1, "c", -1, 100, [("t", [(0, wire)])])
+        check_encode(version, 1, "c", -1, 100, [("t", [(0, wire)])])
+    b.finish(-1, -1, -1)        # no buffer export left behind: re-finishing is allowed
+
+
+def test_encode_any_buffer_protocol_object():
+    arr = array.array("h", [7, -1])
+    for version in VERSIONS:
+        assert (encode_produce_request(version, 1, "c", -1, 100, [("t", [(0, arr)])])
+                == encode_produce_request(version, 1, "c", -1, 100, [("t", [(0, arr.tobytes())])]))
+
+
+def test_encode_caches_do_not_leak_between_versions_and_ids():
+    t = [("t", [(0, b"x")])]
+    for _ in range(2):
+        for version in VERSIONS:
+            for cid in (None, "a", "b"):
+                for tid in (None, "x"):
+                    check_encode(version, 7, cid, -1, 5, t, tid)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(version=st.sampled_from(VERSIONS),
+       cid=st.integers(-2**31, 2**31 - 1),
+       client_id=st.none() | st.text(max_size=20),
+       transactional_id=st.none() | st.text(max_size=20),
+       acks=st.sampled_from([-1, 0, 1]),
+       timeout_ms=st.integers(0, 2**31 - 1),
+       topics=st.lists(st.tuples(st.text(min_size=1, max_size=30),
+                                 st.lists(st.tuples(st.integers(0, 2**31 - 1),
+                                                    st.none() | st.binary(max_size=300)), max_size=5)),
+                       max_size=4))
+def test_encode_random_requests(version, cid, client_id, transactional_id, acks, timeout_ms, topics):
+    check_encode(version, cid, client_id, acks, timeout_ms, topics, transactional_id)
+
+
+@pytest.mark.parametrize("kwargs,exc", [
+    (dict(version=2), UnsupportedVersionError),
+    (dict(version=12), UnsupportedVersionError),
+    (dict(acks=40000), ProtocolError),
+    (dict(timeout_ms=2**31), ProtocolError),
+    (dict(correlation_id=2**31), ProtocolError),
+    (dict(topics=[("t", [(2**31, b"x")])]), ProtocolError),
+    (dict(topics=[("t", [("0", b"x")])]), ProtocolError),
+    (dict(topics=[("t", [(0, "not bytes")])]), ProtocolError),
+    (dict(topics=[("t", [(0, 12)])]), ProtocolError),
+    (dict(topics=[(None, [(0, b"x")])]), ProtocolError),
+    (dict(topics=[("x" * 40000, [(0, b"x")])]), ProtocolError),
+    (dict(topics=[("t", [(0, b"x", 1)])]), ProtocolError),
+    (dict(client_id="c" * 40000), ProtocolError),
+    (dict(client_id=5), ProtocolError),
+    (dict(transactional_id="t" * 40000), ProtocolError),
+])
+@pytest.mark.parametrize("version", [3, 11])
+def test_encode_errors(kwargs, exc, version):
+    args = dict(version=version, correlation_id=1, client_id="c", acks=-1, timeout_ms=100,
+                topics=[("t", [(0, b"x")])], transactional_id=None)
+    args.update(kwargs)
+    with pytest.raises(exc):
+        encode_produce_request(**args)
+
+
+def test_golden_v3_and_v9_frames():
+    v3 = encode_produce_request(3, 7, "c", -1, 1000, [("t", [(1, b"AB")])])
+    assert v3 == h("00000028 0000 0003 00000007 0001 63"    # size 40, key 0, v3, cid 7, "c"
+                   "|ffff ffff 000003e8"                  # txn null, acks -1, timeout 1000
+                   "|00000001 0001 74 00000001"           # 1 topic "t", 1 partition
+                   "|00000001 00000002 4142")             # index 1, records "AB"
+    v9 = encode_produce_request(9, 7, None, 1, 1000, [("t", [(1, b"AB")])], transactional_id="x")
+    assert v9 == h("00000021 0000 0009 00000007 ffff 00"    # size 33, client id null, header tags
+                   "|02 78 0001 000003e8"                 # txn "x" (compact), acks 1, timeout
+                   "|02 02 74 02"                         # 1 topic "t", 1 partition
+                   "|00000001 03 4142 00"                 # index 1, records "AB", partition tags
+                   "|00 00")                              # topic tags, body tags
+
+
+# --------------------------------------------------------------------------
+# decoding
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("shape", sorted(RESPONSE_SHAPES))
+def test_decode_matches_generic(version, shape):
+    payload = encode_response(version, RESPONSE_SHAPES[shape](), correlation_id=-5 if shape == "one" else 99)
+    got = check_decode(version, payload)
+    assert got[0] == (-5 if shape == "one" else 99)
+
+
+def test_decode_rich_values():
+    cid, parts = decode_produce_response(11, encode_response(11, rich_response()))
+    assert cid == 99
+    assert parts[0] == ("t", 1, 6, -1, 123, "msg \u00e9")
+    assert parts[1] == ("t", 2, 0, 2**40, -1, None)
+    assert parts[2:] == [("\u00fcnicode-\u2713", i, 0, 1000 * i, 1_700_000_000_000 + i,
+                          None if i % 2 else "") for i in range(4)]
+    _, parts7 = decode_produce_response(7, encode_response(7, rich_response()))
+    assert parts7[0] == ("t", 1, 6, -1, 123, None)
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_decode_tagged_fields_emitted_by_generic_codec(version):
+    payload = encode_response(version, rich_response())
+    # the generic codec really wrote CurrentLeader and NodeEndpoints
+    resp = decode_response(PRODUCE, version, payload)
+    assert resp.responses[0].partition_responses[0].current_leader.leader_id == 112
+    assert resp.node_endpoints[1].node_id == 113
+    check_decode(version, payload)
+
+
+PRODUCE_RESPONSE_V10_TAGS = h(
+    "00000006 01 07 02 abcd"            # CorrelationId 6, header tags: tag 7 (2 bytes, unknown)
+    "|02 02 74 02 00000000 0000"        # 1 topic "t", 1 partition, Index 0, ErrorCode 0
+    "|0000000000000007"                 # BaseOffset 7
+    "|ffffffffffffffff 0000000000000000"
+    "|02 00000004 02 61 01 01 02 0000"  # RecordErrors: 1, BatchIndex 4, "a", tags: tag 1 (2 bytes)
+    "|00"                               # ErrorMessage null
+    "|02"                               # partition tagged fields: 2
+    "|00 09 0000006f 00000003 00"       #   tag 0 CurrentLeader (9 bytes)
+    "|09 03 aabbcc"                     #   tag 9 (unknown, 3 bytes)
+    "|01 81 01 00"                      # topic tags: tag 129, 0 bytes
+    "|00000000"                         # ThrottleTimeMs
+    "|02"                               # body tagged fields: 2
+    "|00 15"                            #   tag 0 NodeEndpoints, 21 bytes:
+    "|02 0000006f"                      #     1 endpoint, NodeId 111
+    "|0a 3132372e302e302e31"            #     Host "127.0.0.1"
+    "|00002384 00 00"                   #     Port 9092, Rack null, tags none
+    "|05 82 01" + "ee" * 130            #   tag 5 (unknown, 130 bytes: two-byte size)
+)
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_decode_hand_built_tagged_fields(version):
+    got = check_decode(version, PRODUCE_RESPONSE_V10_TAGS)
+    assert got == (6, [("t", 0, 0, 7, -1, None)])
+    # a tag whose size runs past the end
+    bad = PRODUCE_RESPONSE_V10_TAGS[:-132] + b"\x82\x02" + b"\xee" * 130
+    with pytest.raises(ProtocolDecodeError) as ei:
+        decode_produce_response(version, bad)
+    assert ei.value.field == "ProduceResponse._tagged_fields"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_truncation_and_trailing_bytes(version):
+    payload = encode_response(version, rich_response())
+    for n in range(len(payload)):
+        with pytest.raises(ProtocolDecodeError) as ei:
+            decode_produce_response(version, payload[:n])
+        assert ei.value.field and 0 <= ei.value.offset <= n, (n, ei.value)
+    for extra in (b"\x00", b"\x01\x02\x03"):
+        with pytest.raises(ProtocolDecodeError, match="trailing") as ei:
+            decode_produce_response(version, payload + extra)
+        assert ei.value.offset == len(payload)
+
+
+def test_decode_error_names_field_and_offset():
+    payload = encode_response(3, ProduceResponse(responses=[S["TopicProduceResponse"](
+        name="t", partition_responses=[part(0, base_offset=1), part(1, base_offset=2)])]))
+    # header 4 | topics count 4 | name 2+1 | partitions count 4 | partition 0: 22 bytes
+    start = 4 + 4 + 3 + 4 + 22
+    with pytest.raises(ProtocolDecodeError) as ei:
+        decode_produce_response(3, payload[:start + 7])
+    assert (ei.value.field, ei.value.offset) == ("PartitionProduceResponse.BaseOffset", start + 6)
+    with pytest.raises(ProtocolDecodeError) as ei:
+        decode_produce_response(3, payload[:2])
+    assert (ei.value.field, ei.value.offset) == ("ResponseHeader.CorrelationId", 0)
+    # a partition count that cannot fit
+    bad = bytearray(payload)
+    bad[11:15] = struct.pack(">i", 1000)
+    with pytest.raises(ProtocolDecodeError) as ei:
+        decode_produce_response(3, bytes(bad))
+    assert (ei.value.field, ei.value.offset) == ("TopicProduceResponse.PartitionResponses", 11)
+    # null topic name
+    bad = bytearray(payload)
+    bad[8:10] = b"\xff\xff"
+    with pytest.raises(ProtocolDecodeError, match="null") as ei:
+        decode_produce_response(3, bytes(bad))
+    assert (ei.value.field, ei.value.offset) == ("TopicProduceResponse.Name", 8)
+    # invalid UTF-8 in the topic name
+    bad = bytearray(payload)
+    bad[10] = 0xFF
+    with pytest.raises(ProtocolDecodeError, match="UTF-8") as ei:
+        decode_produce_response(3, bytes(bad))
+    assert ei.value.offset == 10
+
+
+def test_decode_hostile_varints():
+    # flexible: a 6-byte varint, a varint over 32 bits, and a huge array count
+    head = b"\x00\x00\x00\x01\x00"
+    for body, field in [(b"\x80\x80\x80\x80\x80\x01", "ProduceResponse.Responses"),
+                        (b"\xff\xff\xff\xff\x7f", "ProduceResponse.Responses"),
+                        (b"\xff\xff\xff\x0f", "ProduceResponse.Responses"),
+                        (b"\x00", "ProduceResponse.Responses")]:          # null array
+        with pytest.raises(ProtocolDecodeError) as ei:
+            decode_produce_response(9, head + body + b"\x00" * 5)
+        assert ei.value.field == field and ei.value.offset == 5
+        with pytest.raises(ProtocolError):
+            decode_response(PRODUCE, 9, head + body + b"\x00" * 5)
+    # header tag count over the wire
+    with pytest.raises(ProtocolDecodeError) as ei:
+        decode_produce_response(9, b"\x00\x00\x00\x01\x05\x00")
+    assert ei.value.field == "ResponseHeader._tagged_fields"
+
+
+def test_decode_unsupported_version():
+    with pytest.raises(UnsupportedVersionError):
+        decode_produce_response(2, b"\x00" * 16)
+    with pytest.raises(UnsupportedVersionError):
+        decode_produce_response(12, b"\x00" * 16)
+
+
+def _outcome(fn):
+    try:
+        return ("ok", fn())
+    except ProtocolDecodeError as exc:
+        assert exc.field and exc.offset is not None and exc.offset >= 0
+        return ("error", None)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.data())
+def test_fuzz_mutations_only_raise_decode_error_and_agree_with_generic(data):
+    version = data.draw(st.sampled_from(VERSIONS))
+    shape = data.draw(st.sampled_from(sorted(RESPONSE_SHAPES)))
+    payload = bytearray(encode_response(version, RESPONSE_SHAPES[shape]()))
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(payload) - 1))
+        op = data.draw(st.sampled_from(["set", "insert", "delete", "truncate"]))
+        b = data.draw(st.integers(0, 255))
+        if op == "set":
+            payload[i] = b
+        elif op == "insert":
+            payload.insert(i, b)
+        elif op == "truncate":
+            del payload[i:]
+        elif len(payload) > 1:
+            del payload[i]
+        if not payload:
+            payload = bytearray(b"\x00")
+    payload = bytes(payload)
+    fast = _outcome(lambda: decode_produce_response(version, payload))
+    try:
+        generic = ("ok", flatten(decode_response(PRODUCE, version, payload), version))
+    except ProtocolError:
+        generic = ("error", None)
+    if version < 10:
+        # No tag is known to either decoder below v10: same bytes, same outcome.
+        assert fast == generic
+    elif fast[0] == "ok" and generic[0] == "ok":
+        # v10+: the generic decoder also validates the contents of CurrentLeader /
+        # NodeEndpoints, which the fast one skips by size.
+        assert fast == generic
+    else:
+        assert not (generic[0] == "ok" and fast[0] == "error")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(version=st.sampled_from(VERSIONS), data=st.binary(max_size=200))
+def test_fuzz_random_bytes_only_raise_decode_error(version, data):
+    _outcome(lambda: decode_produce_response(version, data))
+
+
+# --------------------------------------------------------------------------
+# against the real broker
+# --------------------------------------------------------------------------
+
+@pytest.mark.timeout(120)
+def test_fast_frames_against_broker(broker):
+    broker.create_topic("fast", 2)
+    batch = encode_batch([(b"k", b"v", 1000, None)])
+    with broker.client() as c:     # ApiVersions exchange done on connect
+        lo, hi = c.broker_versions[PRODUCE]
+        assert lo <= 3 and hi >= 11
+        offsets = {0: [], 1: []}
+        cid = 1000
+        for version in VERSIONS:
+            for txn_client in (None, "kproducer-fast"):
+                cid += 1
+                frame = encode_produce_request(
+                    version, cid, txn_client, -1, 10000,
+                    [("fast", [(0, batch), (1, memoryview(batch))])])
+                c.sock.sendall(frame)
+                got_cid, results = decode_produce_response(version, c.recv_raw())
+                assert got_cid == cid
+                assert sorted(r[:3] for r in results) == [("fast", 0, 0), ("fast", 1, 0)], results
+                for _topic, p, _err, base, _lat, msg in results:
+                    offsets[p].append(base)
+                    assert msg is None
+    for p in (0, 1):
+        assert offsets[p] == list(range(len(VERSIONS) * 2)), offsets
