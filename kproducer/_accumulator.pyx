@@ -324,6 +324,7 @@ cdef class ProducerBatch:
     cdef public int64_t last_attempt_ms
     cdef public int64_t drained_ms
     cdef public int attempts
+    cdef public int64_t backoff_ms     # wait before the next attempt (set on retry, jittered)
     cdef public int32_t base_sequence
     cdef public int64_t producer_id
     cdef public int16_t producer_epoch
@@ -445,6 +446,7 @@ cdef ProducerBatch new_batch(str topic, int32_t partition, Py_ssize_t capacity, 
     b.created_ms = now
     b.last_attempt_ms = now
     b.base_sequence = -1
+    b.backoff_ms = -1
     b.producer_id = -1
     b.producer_epoch = -1
     b.limit = limit
@@ -742,11 +744,14 @@ cdef class RecordAccumulator:
     # -- sender side (per poll / per batch) ---------------------------------------------
 
     cdef inline int64_t _backoff(self, ProducerBatch b):
-        """Exponential retry backoff for a batch's next attempt (0 for a first attempt).
-        Jitter is applied by the Sender when it records the attempt."""
+        """The wait before a retried batch's next attempt (0 for a first attempt):
+        what the Sender chose at reenqueue (exponential with jitter), else the
+        plain exponential backoff."""
         cdef int64_t backoff
         if b.attempts <= 0:
             return 0
+        if b.backoff_ms >= 0:
+            return b.backoff_ms
         backoff = self.retry_backoff_ms << (b.attempts - 1 if b.attempts < 20 else 20)
         return backoff if backoff < self.retry_backoff_max_ms else self.retry_backoff_max_ms
 
@@ -837,13 +842,15 @@ cdef class RecordAccumulator:
                 (<ProducerBatch>b).close()
         return out
 
-    def reenqueue(self, ProducerBatch batch, int64_t now):
+    def reenqueue(self, ProducerBatch batch, int64_t now, int64_t backoff_ms=-1):
         """Puts a batch being retried back at the head of its partition's deque,
-        keeping sequence order among retried batches (Java's insertInSequenceOrder)."""
+        keeping sequence order among retried batches (Java's insertInSequenceOrder).
+        It is not sent again before ``backoff_ms`` (default: exponential, no jitter)."""
         cdef _TopicState st
         cdef int i
         batch.attempts += 1
         batch.last_attempt_ms = now
+        batch.backoff_ms = backoff_ms
         self._acquire()
         try:
             st = self._topics[batch.topic]

@@ -67,6 +67,7 @@ class InFlightRequest:
     send_ms: int
     expect_response: bool = True
     sent: bool = False           # fully written to the socket
+    decoder: Optional[Callable] = None   # decoder(version, payload); None: the generic one
 
 
 @dataclass
@@ -258,21 +259,31 @@ class NetworkClient:
     # -- requests ------------------------------------------------------------------
 
     def send(self, node_id: int, api_key: int, request, callback: Callable, now: int, *,
-             expect_response: bool = True) -> None:
+             expect_response: bool = True, encoder: Optional[Callable] = None,
+             decoder: Optional[Callable] = None) -> None:
         """Queues a request to a READY node; ``callback(response, error)`` runs from
         ``poll()`` on completion (response None and error set on failure). With
-        ``expect_response`` False (acks=0) the callback runs once the bytes are written."""
+        ``expect_response`` False (acks=0) the callback runs once the bytes are written.
+
+        ``encoder(version, correlation_id, client_id) -> framed bytes`` and
+        ``decoder(version, payload) -> response`` replace the generic schema codec for
+        hot requests (Produce); ``request`` is then whatever the caller wants kept."""
         ns = self.nodes[node_id]
         if ns.state != READY:
             raise NetworkError(f"node {node_id} is not ready ({_STATE_NAMES[ns.state]})")
         self._enqueue(ns, api_key, self.api_version(node_id, api_key), request, callback, now,
-                      expect_response=expect_response)
+                      expect_response=expect_response, encoder=encoder, decoder=decoder)
 
-    def _enqueue(self, ns, api_key, version, request, callback, now, *, expect_response=True, internal=False):
+    def _enqueue(self, ns, api_key, version, request, callback, now, *, expect_response=True, internal=False,
+                 encoder=None, decoder=None):
         cid = self._next_cid
         self._next_cid = (cid + 1) & 0x7FFFFFFF or 1
-        payload = codec.frame(m.encode_request(request, version, cid, self.client_id))
-        entry = InFlightRequest(cid, api_key, version, request, callback, now, expect_response)
+        if encoder is not None:
+            payload = encoder(version, cid, self.client_id)
+        else:
+            payload = codec.frame(m.encode_request(request, version, cid, self.client_id))
+        entry = InFlightRequest(cid, api_key, version, request, callback, now, expect_response,
+                                decoder=decoder)
         ns.pending.append((entry, payload))
         self._stage(ns)
 
@@ -354,7 +365,10 @@ class NetworkClient:
             return
         entry = ns.in_flight.popleft()
         try:
-            resp = m.decode_response(entry.api_key, entry.version, payload)
+            if entry.decoder is not None:
+                resp = entry.decoder(entry.version, payload)
+            else:
+                resp = m.decode_response(entry.api_key, entry.version, payload)
         except ProtocolError as exc:
             completions.append((entry.callback, None, exc))
             completions.extend(self._disconnect(ns, exc, now, run=False))

@@ -27,8 +27,10 @@ from collections import defaultdict
 from kproducer._accumulator import batch_from_records, wall_clock_ms
 from kproducer.codec import decode_batch
 from kproducer.errors import KafkaError, KafkaTimeoutError, NetworkError
+from kproducer.network import ExponentialBackoff
 from kproducer.protocol import messages as m
 from kproducer.protocol import versions as v
+from kproducer.protocol.produce import decode_produce_response, encode_produce_request
 from kproducer.protocol.errors_table import (ErrorCode, broker_error, is_invalid_metadata,
                                              is_retriable)
 
@@ -55,6 +57,8 @@ class Sender:
         self.request_timeout_ms = config.request_timeout_ms
         self.delivery_timeout_ms = config.delivery_timeout_ms
         self.retries = config.retries
+        # retry.backoff.ms doubling per attempt up to retry.backoff.max.ms, +/-20 % jitter.
+        self.retry_backoff = ExponentialBackoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
         self.on_complete = on_complete
         self.running = True
         self.force_close = False
@@ -67,6 +71,7 @@ class Sender:
         self.next_seq: dict = {}
         self.in_flight: dict = defaultdict(list)       # (topic, partition) -> [batch] in send order
         self.muted: set = set()                         # partitions waiting for in-flight retries
+        self._acks0_nodes: set = set()                  # nodes that received acks=0 records
         self.stats = defaultdict(int)
         self.fatal_error: Exception | None = None
         self._thread = threading.Thread(target=self._run, name="kproducer-network-thread", daemon=True)
@@ -101,8 +106,29 @@ class Sender:
             self._run_once_safely()
         if self.force_close:
             self._fail_all(KafkaError("the producer was closed before this record was sent"))
+        elif self.acks == 0:
+            self._acks0_barrier()
         self.client.close()
         log.debug("sender thread stopped")
+
+    def _acks0_barrier(self) -> None:
+        """Before a graceful close with acks=0: one request that does get a response, on
+        every connection that carried records. Brokers answer a connection's requests in
+        order, so its response means every record before it was processed; closing
+        earlier could reset the connection (unread bytes in the receive buffer make the
+        kernel send RST) and lose what the broker had not read yet."""
+        now = _mono_ms()
+        waiting = set()
+        for node_id in list(self._acks0_nodes):
+            if self.client.state(node_id) != "READY":
+                continue
+            waiting.add(node_id)
+            self.client.send(node_id, v.METADATA, m.MetadataRequest(topics=[], allow_auto_topic_creation=False),
+                             lambda resp, err, n=node_id: waiting.discard(n), now)
+        deadline = now + self.request_timeout_ms
+        while waiting and _mono_ms() < deadline:
+            self.client.poll(min(100, max(0, deadline - _mono_ms())), _mono_ms())
+        self._acks0_nodes.clear()
 
     def _run_once_safely(self) -> None:
         try:
@@ -183,31 +209,33 @@ class Sender:
 
     def _send_produce(self, node: int, batches: list, now: int) -> None:
         by_topic = defaultdict(list)
-        views = []
         for b in batches:
             self._prepare(b)
-            view = memoryview(b)
-            views.append(view)
-            by_topic[b.topic].append(m.PartitionProduceData(index=b.partition, records=view))
+            by_topic[b.topic].append((b.partition, b))   # batches export their bytes (buffer protocol)
             self.in_flight[(b.topic, b.partition)].append(b)
-        req = m.ProduceRequest(transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
-                               topic_data=[m.TopicProduceData(name=t, partition_data=pd)
-                                           for t, pd in by_topic.items()])
+        topics = list(by_topic.items())
+        acks, timeout_ms = self.acks, self.request_timeout_ms
+
+        def encode(version, correlation_id, client_id):
+            # Copies each batch once, into the request frame: the batches may be re-finished
+            # (new producer id) for a retry afterwards.
+            return encode_produce_request(version, correlation_id, client_id, acks, timeout_ms, topics)
+
+        if self.acks == 0:
+            self._acks0_nodes.add(node)
         try:
-            self.client.send(node, v.PRODUCE, req,
+            self.client.send(node, v.PRODUCE, topics,
                              lambda resp, err, batches=batches: self._on_produce(batches, resp, err),
-                             now, expect_response=self.acks != 0)
+                             now, expect_response=self.acks != 0, encoder=encode,
+                             decoder=decode_produce_response)
         except KafkaError as exc:
             self._on_produce(batches, None, exc)
-        finally:
-            # The request bytes are encoded (copied) already: let the batches be re-finished.
-            for view in views:
-                view.release()
-            req.topic_data = []
         self.stats["requests"] += 1
         self.stats["batches"] += len(batches)
 
     def _on_produce(self, batches: list, resp, err) -> None:
+        """``resp`` is decode_produce_response's (correlation_id, [(topic, partition,
+        error_code, base_offset, log_append_time_ms, error_message)])."""
         wall = wall_clock_ms()
         if err is not None:
             # Connection lost, request timed out: every batch of the request is retriable.
@@ -217,21 +245,19 @@ class Sender:
             return
         if resp is None:  # acks=0: written is as good as it gets
             for b in batches:
+                self._remove_in_flight(b)
                 self._complete(b, -1, -1)
             self._after_responses(batches)
             return
-        results = {}
-        for t in resp.responses:
-            for p in t.partition_responses:
-                results[(t.name, p.index)] = p
+        results = {(t, p): (code, off, lat, msg) for t, p, code, off, lat, msg in resp[1]}
         for b in batches:
-            p = results.get((b.topic, b.partition))
-            if p is None:
+            r = results.get((b.topic, b.partition))
+            if r is None:
                 self._retry_or_fail(b, NetworkError(
                     f"Produce response has no entry for {b.topic}-{b.partition}"), wall, retriable=True)
                 continue
-            self._handle_partition(b, p.error_code, p.base_offset,
-                                   getattr(p, "log_append_time_ms", -1), getattr(p, "error_message", None), wall)
+            code, base_offset, lat, msg = r
+            self._handle_partition(b, code, base_offset, lat, msg, wall)
         self._after_responses(batches)
 
     def _after_responses(self, batches: list) -> None:
@@ -290,7 +316,7 @@ class Sender:
             self.stats["retries"] += 1
             log.debug("retrying %r after %s", b, exc)
             self.muted.add(tp)
-            self.acc.reenqueue(b, wall)
+            self.acc.reenqueue(b, wall, self.retry_backoff.backoff(b.attempts))
             return
         self._fail(b, exc, wall)
 

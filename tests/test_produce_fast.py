@@ -14,7 +14,6 @@ to the real broker at every version.
 from __future__ import annotations
 
 import array
-import socket
 import struct
 
 import pytest
@@ -336,10 +335,18 @@ def test_every_truncation_and_trailing_bytes(version):
 def test_decode_error_names_field_and_offset():
     payload = encode_response(3, ProduceResponse(responses=[S["TopicProduceResponse"](
         name="t", partition_responses=[part(0, base_offset=1), part(1, base_offset=2)])]))
-    # header 4 | topics count 4 | name 2+1 | partitions count 4 | partition 0: 22 bytes
-    start = 4 + 4 + 3 + 4 + 22
+    # header 4 | topics count 4 | name 2+1 | partitions count at 11: two 22-byte items cannot fit
     with pytest.raises(ProtocolDecodeError) as ei:
-        decode_produce_response(3, payload[:start + 7])
+        decode_produce_response(3, payload[:4 + 4 + 3 + 4 + 22 + 7])
+    assert (ei.value.field, ei.value.offset) == ("TopicProduceResponse.PartitionResponses", 11)
+    # v9: the count check passes (partition 0 is long), partition 1 is cut in its BaseOffset
+    payload9 = encode_response(9, ProduceResponse(responses=[S["TopicProduceResponse"](
+        name="t", partition_responses=[part(0, base_offset=1, error_message="e" * 40),
+                                       part(1, base_offset=2)])]))
+    # header 4+1 | topics 1 | name 1+1 | partitions 1 | partition 0: 30+1+41+1
+    start = 5 + 1 + 2 + 1 + 73
+    with pytest.raises(ProtocolDecodeError) as ei:
+        decode_produce_response(9, payload9[:start + 7])
     assert (ei.value.field, ei.value.offset) == ("PartitionProduceResponse.BaseOffset", start + 6)
     with pytest.raises(ProtocolDecodeError) as ei:
         decode_produce_response(3, payload[:2])

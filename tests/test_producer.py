@@ -405,7 +405,6 @@ def test_adaptive_sticky_partitioner_avoids_long_queues(tmp_path):
 def _inject_produce_error(producer, code: int, times: int = 1):
     """Answers the next ``times`` Produce requests with ``code`` for every partition,
     without sending them (Tansu never returns these errors)."""
-    from types import SimpleNamespace
     from kproducer.protocol import PRODUCE
 
     client = producer._client
@@ -415,10 +414,9 @@ def _inject_produce_error(producer, code: int, times: int = 1):
     def send(node_id, api_key, request, callback, now, **kw):
         if api_key == PRODUCE and left[0] > 0:
             left[0] -= 1
-            resp = SimpleNamespace(responses=[SimpleNamespace(name=t.name, partition_responses=[
-                SimpleNamespace(index=pd.index, error_code=code, base_offset=-1, log_append_time_ms=-1,
-                                error_message="injected") for pd in t.partition_data]) for t in request.topic_data])
-            callback(resp, None)
+            # request is the Sender's [(topic, [(partition, batch)])]; answer in
+            # decode_produce_response's shape.
+            callback((0, [(t, part, code, -1, -1, "injected") for t, parts in request for part, _ in parts]), None)
             return
         return real_send(node_id, api_key, request, callback, now, **kw)
     client.send = send
@@ -455,3 +453,27 @@ def test_non_retriable_error_fails_every_record_with_its_name(broker):
             assert isinstance(exc, BrokerResponseError) and exc.code == 87 and "INVALID_RECORD" in str(exc)
         assert len(errs) == 10 and all(isinstance(e, BrokerResponseError) for e in errs)
         assert p.send("fatal", b"next").result(10).offset >= 1   # later records go through
+
+
+@pytest.mark.timeout(120)
+def test_acks_zero_keeps_reading_and_delivers(broker):
+    """acks=0: no response is expected, but the broker answers anyway (TANSU.md); the
+    connection keeps being read, so the stream does not stall after ~70 k requests."""
+    broker.create_topic("acks0", 1)
+    n = 100_000
+    with Producer(bootstrap_servers=broker.bootstrap, acks=0, enable_idempotence=False,
+                  linger_ms=0, batch_size=200) as p:
+        futures = [p.send("acks0", b"%d" % i) for i in range(n)]
+        p.flush(90)
+        assert all(f.result(0).offset == -1 for f in futures[::1000])
+        assert p.metrics()["requests"] > 70_000 // 10
+    got = read_back(broker.bootstrap, "acks0", timeout=60)
+    assert [int(m.value) for m in got[0]] == list(range(n))
+
+
+def test_retry_backoff_grows_with_jitter():
+    from kproducer.network import ExponentialBackoff
+    b = ExponentialBackoff(100, 1000)
+    firsts = {b.backoff(0) for _ in range(200)}
+    assert min(firsts) >= 80 and max(firsts) <= 120 and len(firsts) > 10     # +/-20 % jitter
+    assert 160 <= b.backoff(1) <= 240 and 800 <= b.backoff(10) <= 1200        # doubling, capped
