@@ -322,8 +322,14 @@ cdef class Selector:
         self._enter("poll")
         self._busy = True
         try:
-            with nogil:
+            if t == 0:
+                # A non-blocking poll keeps the GIL: its syscalls do not wait, and giving the
+                # GIL up would cost the I/O thread up to a switch interval (5 ms) to get it
+                # back from a thread busy calling send().
                 st = kp_selector_poll(self.sel, t, &res, &err)
+            else:
+                with nogil:
+                    st = kp_selector_poll(self.sel, t, &res, &err)
         finally:
             self._busy = False
         if st != KP_OK:
