@@ -22,12 +22,24 @@ kp_status kp_batch_init(kp_batch_writer *w, size_t initial_cap)
     return KP_OK;
 }
 
+kp_status kp_batch_init_external(kp_batch_writer *w, uint8_t *data, size_t cap)
+{
+    if (cap < KP_BATCH_HEADER_SIZE) return KP_ERR_FULL;
+    kp_buf_init_external(&w->buf, data, cap);
+    w->base_timestamp = 0;
+    w->max_timestamp = INT64_MIN;
+    w->count = 0;
+    memset(w->buf.data, 0, KP_BATCH_HEADER_SIZE);
+    w->buf.len = KP_BATCH_HEADER_SIZE;
+    return KP_OK;
+}
+
 void kp_batch_free(kp_batch_writer *w)
 {
     kp_buf_free(&w->buf);
 }
 
-static size_t headers_size(const kp_header *headers, size_t n_headers)
+static inline size_t headers_size(const kp_header *headers, size_t n_headers)
 {
     size_t size = 0;
     for (size_t i = 0; i < n_headers; i++) {
@@ -40,8 +52,8 @@ static size_t headers_size(const kp_header *headers, size_t n_headers)
     return size;
 }
 
-/* Body = everything after the record's Length varint. */
-static size_t record_body_size(int64_t ts_delta, int32_t offset_delta, int64_t key_len,
+/* Body = everything after the record's Length varint. Inlined: it runs once per record. */
+static inline __attribute__((always_inline)) size_t record_body_size(int64_t ts_delta, int32_t offset_delta, int64_t key_len,
                                int64_t value_len, const kp_header *headers, size_t n_headers)
 {
     size_t size = 1; /* Attributes */
@@ -50,7 +62,8 @@ static size_t record_body_size(int64_t ts_delta, int32_t offset_delta, int64_t k
     size += key_len < 0 ? 1 : kp_varint_size((int32_t)key_len) + (size_t)key_len;
     size += value_len < 0 ? 1 : kp_varint_size((int32_t)value_len) + (size_t)value_len;
     size += kp_varint_size((int32_t)n_headers);
-    size += headers_size(headers, n_headers);
+    if (n_headers)
+        size += headers_size(headers, n_headers);
     return size;
 }
 
@@ -93,6 +106,7 @@ kp_status kp_batch_append_limited(kp_batch_writer *w, size_t limit, int64_t time
     for (size_t i = 0; i < n_headers; i++)
         if (KP_UNLIKELY(headers[i].key_len > INT32_MAX || headers[i].value_len > INT32_MAX))
             return KP_ERR_OVERFLOW;
+    KP_ASSERT(key_len >= -1 && value_len >= -1);
 
     int64_t base = w->count == 0 ? timestamp : w->base_timestamp;
     /* Deltas are varlongs of a difference: reject wrap-around rather than encode garbage. */

@@ -76,6 +76,8 @@ typedef struct kp_batch_writer {
 
 /* Starts a batch: reserves the 61-byte header placeholder (and initial_cap total). */
 kp_status kp_batch_init(kp_batch_writer *w, size_t initial_cap);
+/* Starts a batch in caller-owned memory (see kp_buf_init_external); cap >= 61. */
+kp_status kp_batch_init_external(kp_batch_writer *w, uint8_t *data, size_t cap);
 void kp_batch_free(kp_batch_writer *w);
 
 /* Encoded size of one record including its Length varint, for batch.size checks.

@@ -8,16 +8,33 @@ void kp_buf_init(kp_buf *b)
     b->data = NULL;
     b->len = 0;
     b->cap = 0;
+    b->external = 0;
+}
+
+void kp_buf_init_external(kp_buf *b, uint8_t *data, size_t cap)
+{
+    b->data = data;
+    b->len = 0;
+    b->cap = cap;
+    b->external = 1;
+}
+
+void kp_buf_rebase(kp_buf *b, uint8_t *data, size_t cap)
+{
+    KP_ASSERT(b->external && cap >= b->len);
+    b->data = data;
+    b->cap = cap;
 }
 
 void kp_buf_free(kp_buf *b)
 {
-    free(b->data);
+    if (!b->external) free(b->data);
     kp_buf_init(b);
 }
 
 kp_status kp_buf_grow(kp_buf *b, size_t extra)
 {
+    if (b->external) return KP_ERR_FULL;
     if (extra > SIZE_MAX / 2 - b->len) return KP_ERR_OVERFLOW;
     size_t need = b->len + extra;
     size_t cap = b->cap ? b->cap : 256;

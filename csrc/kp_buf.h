@@ -13,9 +13,15 @@ typedef struct kp_buf {
     uint8_t *data;
     size_t len;
     size_t cap;
+    int external;   /* data belongs to the caller: never realloc'd or freed; growth is KP_ERR_FULL */
 } kp_buf;
 
 void kp_buf_init(kp_buf *b);
+/* Writes into caller-owned memory of `cap` bytes (e.g. the inside of a Python bytes
+ * object, so the result needs no final copy). Running out of room is KP_ERR_FULL: the
+ * caller grows its memory, calls kp_buf_rebase and retries. */
+void kp_buf_init_external(kp_buf *b, uint8_t *data, size_t cap);
+void kp_buf_rebase(kp_buf *b, uint8_t *data, size_t cap);
 void kp_buf_free(kp_buf *b);
 /* Ensures cap - len >= extra; KP_ERR_NOMEM or KP_ERR_OVERFLOW on failure. */
 kp_status kp_buf_grow(kp_buf *b, size_t extra);

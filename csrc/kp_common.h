@@ -23,10 +23,12 @@
 #endif
 
 #if defined(__GNUC__)
+#define KP_PREFETCH(p) __builtin_prefetch((const void *)(p))
 #define KP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define KP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define KP_INLINE static inline __attribute__((always_inline))
 #else
+#define KP_PREFETCH(p) ((void)(p))
 #define KP_LIKELY(x) (x)
 #define KP_UNLIKELY(x) (x)
 #define KP_INLINE static inline
@@ -50,6 +52,7 @@ typedef enum kp_status {
     KP_ERR_IN_USE = 13,        /* connect on an id that already has a connection */
     KP_ERR_ADDRESS = 14,       /* not a numeric IPv4/IPv6 address */
     KP_ERR_EOF = 15,           /* the peer closed the connection */
+    KP_ERR_FULL = 16,          /* a fixed-capacity (caller-owned) buffer has no room left */
 } kp_status;
 
 /* Where a reader stopped: filled on failure, untouched on success. */

@@ -470,9 +470,9 @@ def batch_from_records(str topic, int32_t partition, list records, int codec, ob
     cdef const uint8_t *vp
     for key, value, ts, headers in records:
         nh = scratch.fill(headers, 0)
-        kp = NULL if key is None else <const uint8_t *>PyBytes_AS_STRING(key)
+        kp = NULL if key is None else <uint8_t *>PyBytes_AS_STRING(key)
         klen = -1 if key is None else PyBytes_GET_SIZE(key)
-        vp = NULL if value is None else <const uint8_t *>PyBytes_AS_STRING(value)
+        vp = NULL if value is None else <uint8_t *>PyBytes_AS_STRING(value)
         vlen = -1 if value is None else PyBytes_GET_SIZE(value)
         st = b.append(ts, kp, klen, vp, vlen, scratch.items, <size_t>nh, &appended)
         if st != KP_OK:

@@ -13,6 +13,7 @@ from cpython.ref cimport PyObject
 from cpython.long cimport PyLong_CheckExact, PyLong_AsLong, PyLong_AsLongLong
 from cpython.exc cimport PyErr_Clear, PyErr_Occurred
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, INT16_MIN, INT16_MAX, INT32_MIN, INT32_MAX
+from libc.stdint cimport INT64_MIN as INT64_MIN_, INT64_MAX as INT64_MAX_
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
@@ -42,6 +43,10 @@ cdef extern from "Python.h":
     char *_bytes_data "PyBytes_AS_STRING"(PyObject *o)
     Py_ssize_t _bytes_size "PyBytes_GET_SIZE"(PyObject *o)
     bint _long_check_exact "PyLong_CheckExact"(PyObject *o)
+    # The output bytes object of an uncompressed batch, built in place (no final copy).
+    PyObject *_bytes_new "PyBytes_FromStringAndSize"(const char *s, Py_ssize_t n)
+    int _bytes_resize "_PyBytes_Resize"(PyObject **b, Py_ssize_t n) except -1
+    void _xdecref "Py_XDECREF"(PyObject *o)
     long _long_as_long "PyLong_AsLong"(PyObject *o)
     object PySequence_Fast(object o, const char *m)
     Py_ssize_t PySequence_Fast_GET_SIZE(object o)
@@ -344,6 +349,28 @@ cdef kp_status append_buffers(kp_batch_writer *w, int64_t ts, object key, object
             PyBuffer_Release(&vview)
 
 
+cdef int _grow_output(kp_batch_writer *w, PyObject **outp, size_t cap) except -1:
+    """Grows the bytes object an uncompressed batch is written into to ``cap`` bytes."""
+    if cap <= w.buf.cap:
+        cap = w.buf.cap * 2
+    _bytes_resize(outp, <Py_ssize_t>cap)
+    kp_buf_rebase(&w.buf, <uint8_t *>_bytes_data(outp[0]), cap)
+    return 0
+
+
+cdef int64_t _int_field(object v, str name, int64_t lo, int64_t hi, str what) except? -1:
+    """An exact int (not bool) within lo..hi, else ValueError naming the argument."""
+    cdef long long r
+    if type(v) is int:
+        try:
+            r = v
+        except OverflowError:
+            raise ValueError(f"{name} must be {what}, got {v!r}") from None
+        if lo <= r <= hi:
+            return r
+    raise ValueError(f"{name} must be {what}, got {v!r}")
+
+
 def encode_batch(records, *, compression="none", compression_level=None,
                  producer_id=-1, producer_epoch=-1, base_sequence=-1):
     """Encodes ``records`` as one Kafka record batch v2 and returns its bytes.
@@ -354,14 +381,18 @@ def encode_batch(records, *, compression="none", compression_level=None,
     the current time. ``compression`` is one of none, gzip, snappy, lz4, zstd
     (``compression_level`` None picks Kafka's default for the codec).
     """
-    cdef int codec = _compression.codec_id(compression)
-    level = _compression.resolve_level(compression, compression_level)
-    if isinstance(producer_id, bool) or not isinstance(producer_id, int) or not -(2**63) <= producer_id < 2**63:
-        raise ValueError(f"producer_id must be an int64, got {producer_id!r}")
-    if isinstance(producer_epoch, bool) or not isinstance(producer_epoch, int) or not INT16_MIN <= producer_epoch <= INT16_MAX:
-        raise ValueError(f"producer_epoch must be an int16, got {producer_epoch!r}")
-    if isinstance(base_sequence, bool) or not isinstance(base_sequence, int) or not INT32_MIN <= base_sequence <= INT32_MAX:
-        raise ValueError(f"base_sequence must be an int32, got {base_sequence!r}")
+    cdef int codec = 0
+    cdef int64_t pid
+    cdef int16_t epoch
+    cdef int32_t base_seq
+    level = None
+    # Per-call work matters for small batches: skip the Python lookups in the common case.
+    if not (compression_level is None and compression == "none"):
+        codec = _compression.codec_id(compression)
+        level = _compression.resolve_level(compression, compression_level)
+    pid = _int_field(producer_id, "producer_id", INT64_MIN_, INT64_MAX_, "an int64")
+    epoch = <int16_t>_int_field(producer_epoch, "producer_epoch", INT16_MIN, INT16_MAX, "an int16")
+    base_seq = <int32_t>_int_field(base_sequence, "base_sequence", INT32_MIN, INT32_MAX, "an int32")
 
     seq = PySequence_Fast(records, b"records must be a sequence of tuples")
     cdef Py_ssize_t n = PySequence_Fast_GET_SIZE(seq)
@@ -375,6 +406,7 @@ def encode_batch(records, *, compression="none", compression_level=None,
     # alive, so the fast path does no reference counting at all.
     cdef PyObject **items = PySequence_Fast_ITEMS(seq)
     cdef PyObject *rec
+    cdef PyObject *pre
     cdef PyObject *key
     cdef PyObject *value
     cdef PyObject *ts_obj
@@ -388,12 +420,34 @@ def encode_batch(records, *, compression="none", compression_level=None,
     cdef _HeaderScratch scratch = None
     cdef const kp_header *hitems = NULL
     cdef bytes out
+    cdef PyObject *outp = NULL
+    cdef size_t cap = 64 + <size_t>n * 32
 
-    st = kp_batch_init(&w, 64 + <size_t>n * 32)
+    if codec == 0:
+        outp = _bytes_new(NULL, <Py_ssize_t>cap)
+        if outp == NULL:
+            raise MemoryError()
+        st = kp_batch_init_external(&w, <uint8_t *>_bytes_data(outp), cap)
+    else:
+        st = kp_batch_init(&w, cap)
     if st != KP_OK:
+        _xdecref(outp)
         raise_kp_error(st, NULL, "encode_batch")
     try:
         for i in range(n):
+            # Records are separate heap objects: fetch the tuple 8 ahead and its key and
+            # value 4 ahead, so the loop does not stall on cache misses (large batches
+            # of distinct values are memory-bound otherwise).
+            if i + 8 < n:
+                KP_PREFETCH(items[i + 8])
+            if i + 4 < n:
+                pre = items[i + 4]
+                if _tuple_check(pre) and _tuple_size(pre) >= 2:
+                    KP_PREFETCH(_tuple_item(pre, 0))
+                    KP_PREFETCH(_tuple_item(pre, 1))
+                    KP_PREFETCH(<char *>_tuple_item(pre, 1) + 64)
+                    if _tuple_size(pre) >= 3:
+                        KP_PREFETCH(_tuple_item(pre, 2))
             rec = items[i]
             if not _tuple_check(rec):
                 raise TypeError(f"record {i}: expected a tuple (key, value) or (key, value, timestamp_ms, headers), "
@@ -440,15 +494,24 @@ def encode_batch(records, *, compression="none", compression_level=None,
                 vptr = NULL; vlen = -1
             else:
                 vptr = NULL; vlen = -2
-            if klen != -2 and vlen != -2:
-                st = kp_batch_append(&w, ts, kptr, klen, vptr, vlen, hitems, <size_t>nh)
-            else:
-                st = append_buffers(&w, ts, <object>key, <object>value, hitems, nh, i)
+            while True:
+                if klen != -2 and vlen != -2:
+                    st = kp_batch_append(&w, ts, kptr, klen, vptr, vlen, hitems, <size_t>nh)
+                else:
+                    st = append_buffers(&w, ts, <object>key, <object>value, hitems, nh, i)
+                if st != KP_ERR_FULL:
+                    break
+                _grow_output(&w, &outp, 0)
             if st != KP_OK:
                 raise_kp_error(st, NULL, f"encode_batch: record {i}")
             if i == 0 and n > 1:
                 # Size the buffer once from the first record instead of doubling repeatedly.
-                kp_buf_reserve(&w.buf, (w.buf.len - KP_BATCH_HEADER_SIZE) * <size_t>(n - 1) + 64)
+                cap = w.buf.len + (w.buf.len - KP_BATCH_HEADER_SIZE) * <size_t>(n - 1) + 64
+                if outp != NULL:
+                    if cap > w.buf.cap:
+                        _grow_output(&w, &outp, cap)
+                else:
+                    kp_buf_reserve(&w.buf, cap - w.buf.len)
 
         if codec != 0:
             section = memoryview(<char[:w.buf.len - KP_BATCH_HEADER_SIZE]>(<char *>w.buf.data + KP_BATCH_HEADER_SIZE))
@@ -458,13 +521,17 @@ def encode_batch(records, *, compression="none", compression_level=None,
                                           <size_t>PyBytes_GET_SIZE(compressed))
             if st != KP_OK:
                 raise_kp_error(st, NULL, "encode_batch")
-        st = kp_batch_finish(&w, <int16_t>codec, <int64_t>producer_id, <int16_t>producer_epoch,
-                             <int32_t>base_sequence)
+        st = kp_batch_finish(&w, <int16_t>codec, pid, epoch, base_seq)
         if st != KP_OK:
             raise_kp_error(st, NULL, "encode_batch")
-        out = PyBytes_FromStringAndSize(<char *>w.buf.data, <Py_ssize_t>w.buf.len)
+        if outp != NULL:
+            _bytes_resize(&outp, <Py_ssize_t>w.buf.len)   # shrink in place to the batch
+            out = <bytes>outp                              # takes a new reference
+        else:
+            out = PyBytes_FromStringAndSize(<char *>w.buf.data, <Py_ssize_t>w.buf.len)
     finally:
         kp_batch_free(&w)
+        _xdecref(outp)
     return out
 
 

@@ -23,6 +23,7 @@ cdef extern from "kp_batch.h" nogil:
         int32_t count
 
     kp_status kp_batch_init(kp_batch_writer *w, size_t initial_cap)
+    kp_status kp_batch_init_external(kp_batch_writer *w, uint8_t *data, size_t cap)
     void kp_batch_free(kp_batch_writer *w)
     size_t kp_batch_record_size(int64_t timestamp_delta, int32_t offset_delta, int64_t key_len,
                                 int64_t value_len, const kp_header *headers, size_t n_headers)

@@ -2,6 +2,7 @@
 from libc.stdint cimport int64_t
 
 cdef extern from "kp_common.h" nogil:
+    void KP_PREFETCH(const void *p)
     ctypedef enum kp_status:
         KP_OK
         KP_ERR_NOMEM
@@ -19,6 +20,7 @@ cdef extern from "kp_common.h" nogil:
         KP_ERR_IN_USE
         KP_ERR_ADDRESS
         KP_ERR_EOF
+        KP_ERR_FULL
 
     ctypedef struct kp_error:
         const char *field
