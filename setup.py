@@ -26,31 +26,22 @@ elif os.environ.get("KPRODUCER_DEBUG") == "1":
 else:
     compile_args += ["-O2"]
 
+
+def extension(name: str, *sources: str) -> Extension:
+    return Extension(
+        name,
+        list(sources),
+        include_dirs=["csrc"],
+        define_macros=macros,
+        extra_compile_args=compile_args,
+        extra_link_args=link_args + ["-pthread"],
+    )
+
+
 extensions = [
-    Extension(
-        "kproducer._codec",
-        ["kproducer/_codec.pyx", *CSRC],
-        include_dirs=["csrc"],
-        define_macros=macros,
-        extra_compile_args=compile_args,
-        extra_link_args=link_args + ["-pthread"],
-    ),
-    Extension(
-        "kproducer._accumulator",
-        ["kproducer/_accumulator.pyx", *CSRC],
-        include_dirs=["csrc"],
-        define_macros=macros,
-        extra_compile_args=compile_args,
-        extra_link_args=link_args + ["-pthread"],
-    ),
-    Extension(
-        "kproducer._net",
-        ["kproducer/_net.pyx", "csrc/kp_selector.c", "csrc/kp_buf.c", "csrc/kp_frame.c"],
-        include_dirs=["csrc"],
-        define_macros=macros,
-        extra_compile_args=compile_args,
-        extra_link_args=link_args + ["-pthread"],
-    ),
+    extension("kproducer._codec", "kproducer/_codec.pyx", *CSRC),
+    extension("kproducer._accumulator", "kproducer/_accumulator.pyx", *CSRC),
+    extension("kproducer._net", "kproducer/_net.pyx", "csrc/kp_selector.c", "csrc/kp_buf.c", "csrc/kp_frame.c"),
 ]
 
 setup(

@@ -46,6 +46,10 @@ NEED_METADATA = object()
 NEED_MEMORY = object()
 
 cdef enum:
+    # Outcomes of RecordAccumulator._append_open.
+    NO_BATCH = 0
+    APPENDED = 1
+    FILLED = 2
     # A record batch v2 header plus the worst-case record framing, for pool estimates.
     RECORD_OVERHEAD = 61 + 21
     # Rough per-header framing allowance for pool estimates.
@@ -666,29 +670,16 @@ cdef class RecordAccumulator:
                         st.sticky_bytes = 0
                     p = st.sticky
 
-                b = st.open_batches[p]
-                if b is not None:
-                    kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
-                    if kst != KP_OK:
-                        raise_kp_error(kst, NULL, f"append to {topic}[{p}]")
-                    if not appended:
-                        # Full: it is sendable now; the next record starts a new batch.
-                        st.open_batches[p] = None
-                        wake = True
-                if not appended:
-                    if sticky and b is not None:
+                appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
+                if appended == FILLED:
+                    wake = True   # the full batch is sendable now
+                    if sticky:
                         # Java's KIP-794 rule: switch the sticky partition when a batch fills.
                         st.sticky = self._pick_sticky(st)
                         st.sticky_bytes = 0
                         p = st.sticky
-                        b = st.open_batches[p]
-                        if b is not None:
-                            kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
-                            if kst != KP_OK:
-                                raise_kp_error(kst, NULL, f"append to {topic}[{p}]")
-                            if not appended:
-                                st.open_batches[p] = None
-                    if not appended:
+                        appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
+                if appended != APPENDED:
                         if need < self.batch_size:
                             need = self.batch_size
                         if not self.pool.try_reserve(need):
@@ -710,6 +701,7 @@ cdef class RecordAccumulator:
                     st.sticky_bytes += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + 8
                     if st.sticky_bytes >= self.batch_size:
                         st.sticky = -1
+                b = st.open_batches[p]
                 fut = make_future(b.result, b.w.count - 1, ts)
                 if on_delivery is not None:
                     b.result.add_delivery(b.w.count - 1, ts, on_delivery)
@@ -723,6 +715,23 @@ cdef class RecordAccumulator:
         if wake and self._wakeup is not None:
             self._wakeup()
         return fut
+
+    cdef int _append_open(self, _TopicState st, int32_t p, int64_t ts, const uint8_t *kptr, int64_t klen,
+                          const uint8_t *vptr, int64_t vlen, Py_ssize_t nh) except -1:
+        """Appends to partition p's open batch: APPENDED; FILLED when the batch is full
+        (it is closed for appends: the next record starts a new one); NO_BATCH."""
+        cdef ProducerBatch b = st.open_batches[p]
+        cdef int appended = 0
+        cdef kp_status kst
+        if b is None:
+            return NO_BATCH
+        kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
+        if kst != KP_OK:
+            raise_kp_error(kst, NULL, f"append to {st.topic}[{p}]")
+        if appended:
+            return APPENDED
+        st.open_batches[p] = None
+        return FILLED
 
     cdef Py_ssize_t _headers_size(self, Py_ssize_t nh):
         cdef Py_ssize_t i, size = 0

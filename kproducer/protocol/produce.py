@@ -354,21 +354,24 @@ def _text(buf, pos: int, n: int, field: str) -> str:
         raise _err(f"invalid UTF-8 in {field}: {exc.reason}", field, pos) from None
 
 
+def _length(buf, pos: int, end: int, flexible: bool, width: int, field: str):
+    """Read a length or count prefix: unsigned varint N+1 when flexible (compact), else a
+    big-endian int16 (``width`` 2) or int32 (4). Returns ``(n, next_pos)``; -1 means null."""
+    if flexible:
+        if pos < end and buf[pos] < 0x80:
+            return buf[pos] - 1, pos + 1
+        n, pos = _uvarint_slow(buf, pos, end, field)
+        return n - 1, pos
+    if pos + width > end:
+        kind = "length" if width == 2 else "count"
+        raise _err(f"truncated int{width * 8} {kind} of {field}: {end - pos} bytes left", field, pos)
+    return (_unpack_i16 if width == 2 else _unpack_i32)(buf, pos)[0], pos + width
+
+
 def _string(buf, pos: int, end: int, flexible: bool, nullable: bool, field: str):
     """Read a (compact) (nullable) string at ``pos``; return ``(value, next_pos)``."""
     start = pos
-    if flexible:
-        if pos < end and buf[pos] < 0x80:
-            n = buf[pos] - 1
-            pos += 1
-        else:
-            n, pos = _uvarint_slow(buf, pos, end, field)
-            n -= 1
-    else:
-        if pos + 2 > end:
-            raise _err(f"truncated int16 length of {field}: {end - pos} bytes left", field, start)
-        n = _unpack_i16(buf, pos)[0]
-        pos += 2
+    n, pos = _length(buf, pos, end, flexible, 2, field)
     if n < 0:
         if n == -1 and nullable:
             return None, pos
@@ -381,18 +384,7 @@ def _string(buf, pos: int, end: int, flexible: bool, nullable: bool, field: str)
 def _array_count(buf, pos: int, end: int, flexible: bool, min_item: int, field: str):
     """Read a non-nullable (compact) array count; return ``(count, next_pos)``."""
     start = pos
-    if flexible:
-        if pos < end and buf[pos] < 0x80:
-            n = buf[pos] - 1
-            pos += 1
-        else:
-            n, pos = _uvarint_slow(buf, pos, end, field)
-            n -= 1
-    else:
-        if pos + 4 > end:
-            raise _err(f"truncated int32 count of {field}: {end - pos} bytes left", field, start)
-        n = _unpack_i32(buf, pos)[0]
-        pos += 4
+    n, pos = _length(buf, pos, end, flexible, 4, field)
     if n < 0:
         raise _err(f"{'null' if n == -1 else 'negative'} array count {n} for {field}", field, start)
     if n * min_item > end - pos:
