@@ -147,7 +147,7 @@ class Producer:
 
     def _send_slow(self, topic, value, key, partition, timestamp_ms, headers, on_delivery, why):
         deadline = time.monotonic() + self._max_block_s
-        self._check_record(topic, key, value, headers)
+        _check_topic(topic)
         while True:
             if self._sender.fatal_error is not None:
                 raise self._sender.fatal_error
@@ -168,9 +168,6 @@ class Producer:
                 what = "metadata" if why is NEED_METADATA else "buffer memory"
                 raise KafkaTimeoutError(f"topic {topic!r}: {what} not available within "
                                         f"max.block.ms={int(self._max_block_s * 1000)}")
-
-    def _check_record(self, topic, key, value, headers) -> None:
-        _check_topic(topic)
 
     def _wait_for_topic(self, topic: str, timeout_s: float) -> None:
         deadline = time.monotonic() + max(timeout_s, 0.0)

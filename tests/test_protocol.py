@@ -30,8 +30,7 @@ from kproducer.errors import (BrokerResponseError, ProtocolDecodeError, Protocol
                               UnsupportedVersionError)
 from kproducer.protocol import (API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID, METADATA, PRODUCE,
                                 REQUESTS, RESPONSES, STRUCTS, SUPPORTED_VERSIONS,
-                                ApiVersionsRequest, ApiVersionsResponse, CreatableTopic,
-                                CreateTopicsRequest, CreateTopicsResponse, ErrorCode,
+                                ApiVersionsRequest, ApiVersionsResponse, CreateTopicsResponse, ErrorCode,
                                 InitProducerIdRequest, InitProducerIdResponse, MetadataRequest,
                                 MetadataRequestTopic, MetadataResponse, PartitionProduceData,
                                 ProduceRequest, ProduceResponse, Reader, TopicProduceData, Writer,
