@@ -19,13 +19,23 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock,
                                PyThread_acquire_lock, PyThread_release_lock, WAIT_LOCK, NOWAIT_LOCK)
 from cpython.unicode cimport PyUnicode_Check
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uintptr_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
+from libc.stdlib cimport calloc, free
 
+from cpython.ref cimport PyObject
 from kproducer._cdefs.common cimport *
 from kproducer._cdefs.batch cimport *
 from kproducer._cdefs.murmur2 cimport kp_murmur2_partition
 from kproducer._codec cimport _HeaderScratch, raise_kp_error
+
+cdef extern from "Python.h":
+    object PySequence_Fast(object o, const char *m)
+    Py_ssize_t PySequence_Fast_GET_SIZE(object o)
+    PyObject **PySequence_Fast_ITEMS(object o)
+    bint _bytes_check_exact "PyBytes_CheckExact"(PyObject *o)
+    char *_bytes_data "PyBytes_AS_STRING"(PyObject *o)
+    Py_ssize_t _bytes_size "PyBytes_GET_SIZE"(PyObject *o)
 
 import logging
 import os
@@ -85,6 +95,9 @@ cdef class BatchResult:
     # When a batch is split (MESSAGE_TOO_LARGE), record i continues as record
     # _redirect[i] = (BatchResult, index) of a smaller batch.
     cdef list _redirect
+    # send_many contributions: [SendManyResult, first index in this batch, count], so
+    # one completion settles a whole range of records without per-record objects.
+    cdef list _bulk
 
     def __cinit__(self, str topic, int32_t partition):
         self.topic = topic
@@ -128,7 +141,14 @@ cdef class BatchResult:
         """Split: record i of this batch now lives at targets[i] = (BatchResult, index).
         Callbacks move with their records."""
         cdef BatchResult target
+        cdef list entry
         self._redirect = targets
+        if self._bulk:
+            for entry in self._bulk:
+                for i in range(<Py_ssize_t>entry[1], <Py_ssize_t>entry[1] + <Py_ssize_t>entry[2]):
+                    target, new_index = targets[i]
+                    target.add_bulk(entry[0], new_index, 1)
+            self._bulk = None
         if self._deliveries:
             for index, ts, cb in self._deliveries:
                 target, new_index = targets[index]
@@ -142,6 +162,19 @@ cdef class BatchResult:
         self._done = True
         if self._event is not None:
             self._event.set()
+
+    cdef void add_bulk(self, SendManyResult owner, Py_ssize_t first, Py_ssize_t count):
+        """Counts records first..first+count-1 of this batch for ``owner`` (extending the
+        last range when it is the owner's and contiguous)."""
+        cdef list last
+        if self._bulk is None:
+            self._bulk = []
+        elif self._bulk:
+            last = self._bulk[len(self._bulk) - 1]
+            if last[0] is owner and <Py_ssize_t>last[1] + <Py_ssize_t>last[2] == first:
+                last[2] = <Py_ssize_t>last[2] + count
+                return
+        self._bulk.append([owner, first, count])
 
     cdef void add_done_callback_for(self, int32_t index, object fut, object fn):
         if self._done_callbacks is None:
@@ -157,6 +190,10 @@ cdef class BatchResult:
         self._done = True
         if self._event is not None:
             self._event.set()
+        if self._bulk:
+            for owner, first, count in self._bulk:
+                (<SendManyResult>owner).settle(count, error)
+            self._bulk = None
         if self._deliveries:
             for index, ts, cb in self._deliveries:
                 md = None if error is not None else self.metadata_for(index, ts)
@@ -258,6 +295,216 @@ cdef inline RecordFuture make_future(BatchResult result, int32_t index, int64_t 
     f._index = index
     f._timestamp = timestamp
     return f
+
+
+cdef class SendManyResult:
+    """What ``send_many`` returns: how many of its records were acknowledged and how many
+    failed (with the first error), settled batch by batch by the I/O thread.
+    ``wait(timeout)`` blocks until every record is settled; ``raise_for_errors()`` raises
+    the first error if any record failed."""
+    cdef readonly Py_ssize_t records
+    cdef readonly Py_ssize_t acked
+    cdef readonly Py_ssize_t failed
+    cdef readonly object first_error
+    cdef readonly list futures
+    cdef object _cond
+
+    def __cinit__(self, Py_ssize_t records):
+        self.records = records
+        self._cond = threading.Condition(threading.Lock())
+
+    cdef void settle(self, Py_ssize_t count, object error):
+        if error is None:
+            self.acked += count
+        else:
+            self.failed += count
+            if self.first_error is None:
+                self.first_error = error
+        if self.acked + self.failed >= self.records:
+            with self._cond:
+                self._cond.notify_all()
+
+    def done(self):
+        return self.acked + self.failed >= self.records
+
+    def wait(self, timeout=None):
+        """Blocks until every record is acknowledged or failed; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self.acked + self.failed < self.records:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def raise_for_errors(self):
+        if self.first_error is not None:
+            raise self.first_error
+
+    def __repr__(self):
+        return (f"<SendManyResult records={self.records} acked={self.acked} failed={self.failed}"
+                f"{' first_error=' + repr(self.first_error) if self.first_error is not None else ''}>")
+
+
+cdef enum ColumnKind:
+    COL_NONE = 0       # every record null
+    COL_OBJECTS = 1    # PyObject* per record: bytes or None
+    COL_FIXED = 2      # NumPy "S" array: itemsize bytes each, trailing NULs stripped as NumPy does
+    COL_ARROW32 = 3    # Arrow binary/string: int32 offsets, data, optional validity bitmap
+    COL_ARROW64 = 4    # Arrow large_binary/large_string: int64 offsets
+
+
+cdef struct Column:
+    ColumnKind kind
+    PyObject **items
+    const uint8_t *data
+    Py_ssize_t itemsize
+    const int32_t *off32
+    const int64_t *off64
+    const uint8_t *validity
+    Py_ssize_t start      # Arrow slice offset
+
+
+cdef inline int column_get(const Column *c, Py_ssize_t i, const uint8_t **ptr, int64_t *length) except -1:
+    """Record i of a column: its bytes and length (-1 for null)."""
+    cdef PyObject *o
+    cdef Py_ssize_t j, n
+    if c.kind == COL_OBJECTS:
+        o = c.items[i]
+        if _bytes_check_exact(o):
+            ptr[0] = <const uint8_t *>_bytes_data(o)
+            length[0] = _bytes_size(o)
+        elif o == <PyObject *>None:
+            ptr[0] = NULL
+            length[0] = -1
+        else:
+            raise TypeError(f"record {i}: expected bytes or None, not {type(<object>o).__name__}")
+    elif c.kind == COL_FIXED:
+        ptr[0] = c.data + i * c.itemsize
+        n = c.itemsize
+        while n > 0 and ptr[0][n - 1] == 0:
+            n -= 1
+        length[0] = n
+    elif c.kind == COL_ARROW32 or c.kind == COL_ARROW64:
+        j = c.start + i
+        if c.validity != NULL and not (c.validity[j >> 3] >> (j & 7)) & 1:
+            ptr[0] = NULL
+            length[0] = -1
+        elif c.kind == COL_ARROW32:
+            ptr[0] = c.data + c.off32[j]
+            length[0] = c.off32[j + 1] - c.off32[j]
+        else:
+            ptr[0] = c.data + c.off64[j]
+            length[0] = c.off64[j + 1] - c.off64[j]
+    else:
+        ptr[0] = NULL
+        length[0] = -1
+    return 0
+
+
+cdef class _ColumnSource:
+    """Resolves one send_many column (values or keys) to a Column, keeping the Python
+    objects and buffers it points into alive for the duration of the call."""
+    cdef Column col
+    cdef Py_ssize_t n
+    cdef list keep
+    cdef list views
+
+    def __cinit__(self):
+        self.keep = []
+        self.views = []
+
+    cdef int setup(self, object obj, str what) except -1:
+        self.col.kind = COL_NONE
+        if obj is None:
+            self.n = -1
+            return 0
+        # Arrow arrays (pyarrow or anything shaped like it), read through their buffers.
+        if hasattr(obj, "buffers") and hasattr(obj, "type") and hasattr(obj, "offset"):
+            return self._arrow(obj, what)
+        if hasattr(obj, "dtype") and hasattr(obj, "__array_interface__"):
+            return self._numpy(obj, what)
+        if isinstance(obj, (str, bytes, bytearray, memoryview)):
+            raise TypeError(f"{what} must be a sequence of records (a list of bytes, a NumPy or "
+                            f"Arrow array), not a single {type(obj).__name__}")
+        seq = PySequence_Fast(obj, b"send_many: values and keys must be sequences")
+        self.keep.append(seq)
+        self.n = PySequence_Fast_GET_SIZE(seq)
+        self.col.kind = COL_OBJECTS
+        self.col.items = PySequence_Fast_ITEMS(seq)
+        # Check every element before anything is queued: a bad record must fail the
+        # call, not leave part of it sent.
+        cdef Py_ssize_t i
+        cdef PyObject *o
+        for i in range(self.n):
+            o = self.col.items[i]
+            if not _bytes_check_exact(o) and o != <PyObject *>None:
+                if isinstance(<object>o, str):
+                    raise TypeError(f"{what}[{i}] is a str: send_many takes bytes (encode it first)")
+                raise TypeError(f"{what}[{i}] must be bytes or None, not {type(<object>o).__name__}")
+        return 0
+
+    cdef int _numpy(self, object arr, str what) except -1:
+        kind = arr.dtype.kind
+        if arr.ndim != 1:
+            raise ValueError(f"{what}: expected a 1-dimensional array, got {arr.ndim} dimensions")
+        if kind == "O":
+            lst = arr.tolist()      # one C-level call: a list of the same objects
+            self.keep.append(lst)
+            return self.setup(lst, what)
+        if kind == "S":
+            if not arr.flags["C_CONTIGUOUS"]:
+                arr = arr.copy()
+            self.keep.append(arr)
+            self.n = arr.shape[0]
+            self.col.kind = COL_FIXED
+            self.col.itemsize = arr.dtype.itemsize
+            self.col.data = <const uint8_t *><uintptr_t>arr.__array_interface__["data"][0]
+            return 0
+        if kind == "U":
+            raise TypeError(f"{what}: NumPy unicode arrays need encoding: pass arr.astype('S') "
+                            f"(or an object array of bytes)")
+        raise TypeError(f"{what}: NumPy arrays of dtype {arr.dtype} are not bytes (use dtype 'S' or object)")
+
+    cdef int _arrow(self, object arr, str what) except -1:
+        tname = str(arr.type)
+        if hasattr(arr, "chunks"):
+            raise TypeError(f"{what}: a ChunkedArray is sent chunk by chunk; pass its chunks")
+        if tname in ("binary", "string", "utf8"):
+            self.col.kind = COL_ARROW32
+        elif tname in ("large_binary", "large_string", "large_utf8"):
+            self.col.kind = COL_ARROW64
+        else:
+            raise TypeError(f"{what}: Arrow arrays of type {tname} are not binary or string "
+                            f"(cast to binary first)")
+        bufs = arr.buffers()
+        self.n = len(arr)
+        self.col.start = arr.offset
+        validity = self._pointer(bufs[0]) if bufs[0] is not None and arr.null_count else NULL
+        self.col.validity = validity
+        offsets = self._pointer(bufs[1])
+        if self.col.kind == COL_ARROW32:
+            self.col.off32 = <const int32_t *>offsets
+        else:
+            self.col.off64 = <const int64_t *>offsets
+        self.col.data = self._pointer(bufs[2]) if bufs[2] is not None else <const uint8_t *>""
+        self.keep.append(arr)
+        return 0
+
+    cdef const uint8_t *_pointer(self, object buf) except? NULL:
+        view = memoryview(buf)
+        self.views.append(view)
+        cdef const unsigned char[::1] m = view.cast("B")
+        if m.shape[0] == 0:
+            return <const uint8_t *>""
+        return &m[0]
+
+    def release(self):
+        for v in self.views:
+            v.release()
+        self.views.clear()
+        self.keep.clear()
 
 
 # ---- memory -----------------------------------------------------------------------
@@ -740,6 +987,212 @@ cdef class RecordAccumulator:
             if self._scratch.items[i].value_len > 0:
                 size += <Py_ssize_t>self._scratch.items[i].value_len
         return size
+
+    def append_many(self, str topic, values, keys=None, partition=None, timestamps=None,
+                    headers=None, on_delivery=None, bint futures=False, double max_block_s=60.0):
+        """Appends a whole column of records: partitioning, batching and encoding run in
+        C, with no Python operation per record (unless per-record headers, callbacks or
+        futures are asked for). Returns a SendManyResult; NEED_METADATA when the topic's
+        partition count is unknown. Blocks only for buffer memory, up to ``max_block_s``."""
+        cdef _ColumnSource vsrc = _ColumnSource(), ksrc = _ColumnSource()
+        cdef Py_ssize_t n, i = 0, nh = 0, need
+        cdef _TopicState st
+        cdef int32_t p, np_
+        cdef int32_t fixed_p = -1
+        cdef int64_t ts, now, fixed_ts = -1
+        cdef const uint8_t *kptr
+        cdef const uint8_t *vptr
+        cdef int64_t klen, vlen
+        cdef int appended
+        cdef kp_status kst
+        cdef ProducerBatch b
+        cdef SendManyResult res
+        cdef bint wake = False, sticky, per_record_headers = False
+        cdef PyObject **ts_items = NULL
+        cdef PyObject **hdr_items = NULL
+        cdef const int64_t *ts_array = NULL
+        cdef list fut_list = None
+        cdef Py_ssize_t j
+
+        if self.closed:
+            raise KafkaError("cannot send: the producer is closed")
+        vsrc.setup(values, "values")
+        n = vsrc.n
+        if n < 0:
+            raise TypeError("send_many: values must be a sequence, not None")
+        ksrc.setup(keys, "keys")
+        if ksrc.n >= 0 and ksrc.n != n:
+            raise ValueError(f"send_many: {ksrc.n} keys for {n} values")
+        st = self._topics.get(topic)
+        if st is None or st.num_partitions <= 0:
+            vsrc.release(); ksrc.release()
+            return NEED_METADATA
+        np_ = st.num_partitions
+        if partition is not None:
+            fixed_p = partition
+            if fixed_p < 0 or fixed_p >= np_:
+                raise ValueError(f"partition {fixed_p} is not in the range [0...{np_ - 1}] of topic {topic!r}")
+        # timestamps: None (now), one int for all, or one per record (sequence or int64 array)
+        ts_keep = None
+        if timestamps is not None:
+            if isinstance(timestamps, int):
+                fixed_ts = timestamps
+            elif hasattr(timestamps, "dtype") and hasattr(timestamps, "__array_interface__"):
+                ts_keep = timestamps.astype("int64", copy=False)
+                if not ts_keep.flags["C_CONTIGUOUS"]:
+                    ts_keep = ts_keep.copy()
+                if ts_keep.shape[0] != n:
+                    raise ValueError(f"send_many: {ts_keep.shape[0]} timestamps for {n} values")
+                ts_array = <const int64_t *><uintptr_t>ts_keep.__array_interface__["data"][0]
+            else:
+                ts_keep = PySequence_Fast(timestamps, b"send_many: timestamps must be an int or a sequence")
+                if PySequence_Fast_GET_SIZE(ts_keep) != n:
+                    raise ValueError(f"send_many: {PySequence_Fast_GET_SIZE(ts_keep)} timestamps for {n} values")
+                ts_items = PySequence_Fast_ITEMS(ts_keep)
+                for j in range(n):
+                    if ts_items[j] != <PyObject *>None and not (type(<object>ts_items[j]) is int
+                                                                and 0 <= <object>ts_items[j] < 2**63):
+                        raise TypeError(f"timestamps[{j}] must be an int >= 0 (ms) or None, "
+                                        f"not {<object>ts_items[j]!r}")
+        # headers: None, one list for every record, or one list per record
+        # A sequence of (str, bytes) pairs is one header list for every record; a sequence
+        # of lists (or None) gives each record its own.
+        hdr_keep = None
+        hdr_all = None
+        if headers is not None:
+            hdr_keep = PySequence_Fast(headers, b"send_many: headers must be a sequence")
+            if PySequence_Fast_GET_SIZE(hdr_keep) == 0 or isinstance(hdr_keep[0], tuple):
+                hdr_all = hdr_keep
+            else:
+                if PySequence_Fast_GET_SIZE(hdr_keep) != n:
+                    raise ValueError(f"send_many: {PySequence_Fast_GET_SIZE(hdr_keep)} header lists for {n} values")
+                per_record_headers = True
+                hdr_items = PySequence_Fast_ITEMS(hdr_keep)
+        res = SendManyResult(n)
+        # Per partition, the run of this call's records in its current batch: they are
+        # contiguous there while the lock is held, so each batch gets one range.
+        cdef PyObject **run_batch = <PyObject **>calloc(np_, sizeof(PyObject *))
+        cdef Py_ssize_t *run_first = <Py_ssize_t *>calloc(np_, sizeof(Py_ssize_t))
+        cdef Py_ssize_t *run_count = <Py_ssize_t *>calloc(np_, sizeof(Py_ssize_t))
+        if run_batch == NULL or run_first == NULL or run_count == NULL:
+            free(run_batch); free(run_first); free(run_count)
+            raise MemoryError()
+        if futures:
+            fut_list = []
+            res.futures = fut_list
+        deadline = time.monotonic() + max_block_s
+        try:
+            while i < n:
+                need = 0
+                self._acquire()
+                try:
+                    now = now_ms()
+                    if hdr_all is not None:
+                        # The scratch is shared: other appends may have used it while unlocked.
+                        nh = self._scratch.fill(hdr_all, 0)
+                    while i < n:
+                        column_get(&vsrc.col, i, &vptr, &vlen)
+                        column_get(&ksrc.col, i, &kptr, &klen)
+                        if ts_array != NULL:
+                            ts = ts_array[i]
+                        elif ts_items != NULL:
+                            ts = <object>ts_items[i] if ts_items[i] != <PyObject *>None else now
+                        elif fixed_ts >= 0:
+                            ts = fixed_ts
+                        else:
+                            ts = now
+                        if per_record_headers:
+                            nh = self._scratch.fill(<object>hdr_items[i], i) if hdr_items[i] != <PyObject *>None else 0
+                        sticky = False
+                        if fixed_p >= 0:
+                            p = fixed_p
+                        elif klen >= 0 and not self.ignore_keys:
+                            p = kp_murmur2_partition(kptr, <size_t>klen, np_)
+                        else:
+                            sticky = True
+                            if st.sticky < 0 or st.sticky >= np_:
+                                st.sticky = self._pick_sticky(st)
+                                st.sticky_bytes = 0
+                            p = st.sticky
+                        appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
+                        if appended == FILLED:
+                            wake = True
+                            if sticky:
+                                st.sticky = self._pick_sticky(st)
+                                st.sticky_bytes = 0
+                                p = st.sticky
+                                appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
+                        if appended != APPENDED:
+                            need = (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + RECORD_OVERHEAD
+                            if nh:
+                                need += self._headers_size(nh)
+                            if need > self.max_request_size or need > self.pool.total:
+                                raise RecordTooLargeError(
+                                    f"record {i}: {need} bytes when serialized, larger than "
+                                    f"max.request.size={self.max_request_size}")
+                            if need < self.batch_size:
+                                need = self.batch_size
+                            if not self.pool.try_reserve(need):
+                                break           # wait for memory outside the lock
+                            b = new_batch(topic, p, need, self.batch_size, self.codec, self.level, now, self.pool)
+                            kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
+                            if kst != KP_OK:
+                                b.free_memory()
+                                raise_kp_error(kst, NULL, f"send_many record {i} to {topic}[{p}]")
+                            st.queues[p].append(b)
+                            st.open_batches[p] = b
+                            self.incomplete.add(b.result)
+                            wake = True
+                        need = 0
+                        b = st.open_batches[p]
+                        if run_batch[p] == <PyObject *>b:
+                            run_count[p] += 1
+                        else:
+                            if run_batch[p] != NULL:
+                                (<ProducerBatch>run_batch[p]).result.add_bulk(res, run_first[p], run_count[p])
+                            run_batch[p] = <PyObject *>b
+                            run_first[p] = b.w.count - 1
+                            run_count[p] = 1
+                        if on_delivery is not None:
+                            b.result.add_delivery(b.w.count - 1, ts, on_delivery)
+                        if fut_list is not None:
+                            fut_list.append(make_future(b.result, b.w.count - 1, ts))
+                        if sticky:
+                            st.sticky_bytes += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + 8
+                            if st.sticky_bytes >= self.batch_size:
+                                st.sticky = -1
+                        i += 1
+                finally:
+                    # Register the open runs before the lock goes: the batches may be
+                    # drained (and completed) as soon as it is released.
+                    for p in range(np_):
+                        if run_batch[p] != NULL:
+                            (<ProducerBatch>run_batch[p]).result.add_bulk(res, run_first[p], run_count[p])
+                            run_batch[p] = NULL
+                    self._release()
+                if wake and self._wakeup is not None:
+                    self._wakeup()
+                    wake = False
+                if need:
+                    # Wait for a quarter of the pool, not just one batch: resuming at the first
+                    # freed batch would retake the GIL at once and starve the I/O thread again.
+                    self.pool.wait_available(max(need, self.pool.total // 4),
+                                             max(0.0, deadline - time.monotonic()))
+        except BaseException as exc:
+            # Records not appended are failed through the result, never silently dropped;
+            # the records before them are queued: the exception carries the result.
+            if i < n:
+                res.settle(n - i, exc)
+            try:
+                exc.send_many_result = res
+            except AttributeError:
+                pass
+            raise
+        finally:
+            vsrc.release()
+            ksrc.release()
+            free(run_batch); free(run_first); free(run_count)
+        return res
 
     cdef int32_t _pick_sticky(self, _TopicState st) except -1:
         cdef int32_t p

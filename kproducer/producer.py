@@ -145,6 +145,38 @@ class Producer:
                 return why
         return self._send_slow(topic, value, key, partition, timestamp_ms, headers, on_delivery, why)
 
+    def send_many(self, topic, values, keys=None, *, partition=None, timestamps=None, headers=None,
+                  on_delivery=None, futures=False):
+        """Queues a whole column of records at C speed and returns a SendManyResult.
+
+        ``values`` (and ``keys``, same length) may be a list or tuple of ``bytes``/None, a
+        NumPy object array of bytes or a fixed-width ``S`` array, or an Arrow
+        binary/string array (read through its buffers; pyarrow is not required by
+        kproducer). ``timestamps``: one int for all records or one per record (sequence or
+        int64 array). ``headers``: one list of ``(str, bytes | None)`` pairs for every
+        record, or one list per record. Partitioning, batching and encoding run in C with
+        no Python operation per record; per-record futures are made only with
+        ``futures=True`` (then ``result.futures``). The result counts acknowledged and
+        failed records and keeps the first error: ``result.wait()`` then
+        ``result.raise_for_errors()``, or ``flush()``.
+        """
+        if fork_generation() != self._generation:
+            self._check_fork()
+        if self._closed:
+            raise KafkaError("cannot send: the producer is closed")
+        _check_topic(topic)
+        if self._key_serializer is not None or self._value_serializer is not None:
+            raise TypeError("send_many takes bytes columns; serializers apply to send() only")
+        if partition is None and self._custom_partitioner is not None:
+            raise TypeError("send_many does not call a custom partitioner; pass partition= or use send()")
+        deadline = time.monotonic() + self._max_block_s
+        while True:
+            result = self._acc.append_many(topic, values, keys, partition, timestamps, headers, on_delivery,
+                                           futures, max(0.0, deadline - time.monotonic()))
+            if result is not NEED_METADATA:
+                return result
+            self._wait_for_topic(topic, deadline - time.monotonic())
+
     def _send_slow(self, topic, value, key, partition, timestamp_ms, headers, on_delivery, why):
         deadline = time.monotonic() + self._max_block_s
         _check_topic(topic)
