@@ -845,12 +845,10 @@ cdef class RecordAccumulator:
         cdef const uint8_t *kptr = NULL
         cdef const uint8_t *vptr = NULL
         cdef int64_t klen = -1, vlen = -1
-        cdef Py_ssize_t nh = 0, need
+        cdef Py_ssize_t nh = 0
         cdef ProducerBatch b
-        cdef int appended = 0
-        cdef kp_status kst
-        cdef bint wake = False, sticky = False
-        cdef object q
+        cdef bint wake = False
+        cdef int32_t fixed_p
         cdef Py_buffer kview, vview
         cdef bint khave = False, vhave = False
         cdef RecordFuture fut
@@ -896,58 +894,16 @@ cdef class RecordAccumulator:
                 if headers is not None:
                     nh = self._scratch.fill(headers, 0)
 
-                need = (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + RECORD_OVERHEAD
-                if nh:
-                    need += self._headers_size(nh)
-                if need > self.max_request_size or need > self.pool.total:
-                    raise RecordTooLargeError(
-                        f"the record is {need} bytes when serialized, larger than "
-                        f"{'max.request.size' if need > self.max_request_size else 'buffer.memory'}="
-                        f"{self.max_request_size if need > self.max_request_size else self.pool.total}")
+                fixed_p = -1
                 if partition is not None:
-                    p = partition
-                    if p < 0 or p >= n:
-                        raise ValueError(f"partition {p} is not in the range [0...{n - 1}] of topic {topic!r}")
-                elif key is not None and not self.ignore_keys:
-                    p = kp_murmur2_partition(kptr, <size_t>klen, n)
-                else:
-                    sticky = True
-                    if st.sticky < 0 or st.sticky >= n:
-                        st.sticky = self._pick_sticky(st)
-                        st.sticky_bytes = 0
-                    p = st.sticky
-
-                appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
-                if appended == FILLED:
-                    wake = True   # the full batch is sendable now
-                    if sticky:
-                        # Java's KIP-794 rule: switch the sticky partition when a batch fills.
-                        st.sticky = self._pick_sticky(st)
-                        st.sticky_bytes = 0
-                        p = st.sticky
-                        appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
-                if appended != APPENDED:
-                        if need < self.batch_size:
-                            need = self.batch_size
-                        if not self.pool.try_reserve(need):
-                            self.last_need = need
-                            if wake and self._wakeup is not None:
-                                self._wakeup()
-                            return NEED_MEMORY
-                        b = new_batch(topic, p, need, self.batch_size, self.codec, self.level, now, self.pool)
-                        kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
-                        if kst != KP_OK:
-                            b.free_memory()
-                            raise_kp_error(kst, NULL, f"append to {topic}[{p}]")
-                        q = st.queues[p]
-                        q.append(b)
-                        st.open_batches[p] = b
-                        self.incomplete.add(b.result)
-                        wake = True
-                if sticky:
-                    st.sticky_bytes += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + 8
-                    if st.sticky_bytes >= self.batch_size:
-                        st.sticky = -1
+                    fixed_p = partition
+                    if fixed_p < 0 or fixed_p >= n:
+                        raise ValueError(f"partition {fixed_p} is not in the range [0...{n - 1}] of topic {topic!r}")
+                p = self._place(st, fixed_p, ts, kptr, klen, vptr, vlen, nh, now, &wake)
+                if p < 0:
+                    if wake and self._wakeup is not None:
+                        self._wakeup()
+                    return NEED_MEMORY
                 b = st.open_batches[p]
                 fut = make_future(b.result, b.w.count - 1, ts)
                 if on_delivery is not None:
@@ -962,6 +918,66 @@ cdef class RecordAccumulator:
         if wake and self._wakeup is not None:
             self._wakeup()
         return fut
+
+    cdef int _place(self, _TopicState st, int32_t fixed_p, int64_t ts, const uint8_t *kptr, int64_t klen,
+                    const uint8_t *vptr, int64_t vlen, Py_ssize_t nh, int64_t now, bint *wake) except -2:
+        """Places one record (the lock is held): its partition is ``fixed_p`` when >= 0,
+        else the murmur2 of its key, else the topic's sticky partition (switched when a
+        batch fills, KIP-794). Appends to that partition's open batch, or starts a new
+        batch from the pool. Returns the partition, or -1 when the pool has no room for a
+        new batch (``last_need`` is then the bytes to wait for). Sets ``wake`` when a
+        batch became sendable or was started."""
+        cdef int32_t p
+        cdef int appended
+        cdef bint sticky = False
+        cdef Py_ssize_t need = (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + RECORD_OVERHEAD
+        cdef ProducerBatch b
+        cdef kp_status kst
+        if nh:
+            need += self._headers_size(nh)
+        if need > self.max_request_size or need > self.pool.total:
+            raise RecordTooLargeError(
+                f"the record is {need} bytes when serialized, larger than "
+                f"{'max.request.size' if need > self.max_request_size else 'buffer.memory'}="
+                f"{self.max_request_size if need > self.max_request_size else self.pool.total}")
+        if fixed_p >= 0:
+            p = fixed_p
+        elif klen >= 0 and not self.ignore_keys:
+            p = kp_murmur2_partition(kptr, <size_t>klen, st.num_partitions)
+        else:
+            sticky = True
+            if st.sticky < 0 or st.sticky >= st.num_partitions:
+                st.sticky = self._pick_sticky(st)
+                st.sticky_bytes = 0
+            p = st.sticky
+        appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
+        if appended == FILLED:
+            wake[0] = True   # the full batch is sendable now
+            if sticky:
+                st.sticky = self._pick_sticky(st)
+                st.sticky_bytes = 0
+                p = st.sticky
+                appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
+        if appended != APPENDED:
+            if need < self.batch_size:
+                need = self.batch_size
+            if not self.pool.try_reserve(need):
+                self.last_need = need
+                return -1
+            b = new_batch(st.topic, p, need, self.batch_size, self.codec, self.level, now, self.pool)
+            kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
+            if kst != KP_OK:
+                b.free_memory()
+                raise_kp_error(kst, NULL, f"append to {st.topic}[{p}]")
+            st.queues[p].append(b)
+            st.open_batches[p] = b
+            self.incomplete.add(b.result)
+            wake[0] = True
+        if sticky:
+            st.sticky_bytes += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + 8
+            if st.sticky_bytes >= self.batch_size:
+                st.sticky = -1
+        return p
 
     cdef int _append_open(self, _TopicState st, int32_t p, int64_t ts, const uint8_t *kptr, int64_t klen,
                           const uint8_t *vptr, int64_t vlen, Py_ssize_t nh) except -1:
@@ -1003,11 +1019,9 @@ cdef class RecordAccumulator:
         cdef const uint8_t *kptr
         cdef const uint8_t *vptr
         cdef int64_t klen, vlen
-        cdef int appended
-        cdef kp_status kst
         cdef ProducerBatch b
         cdef SendManyResult res
-        cdef bint wake = False, sticky, per_record_headers = False
+        cdef bint wake = False, per_record_headers = False
         cdef PyObject **ts_items = NULL
         cdef PyObject **hdr_items = NULL
         cdef const int64_t *ts_array = NULL
@@ -1103,46 +1117,10 @@ cdef class RecordAccumulator:
                             ts = now
                         if per_record_headers:
                             nh = self._scratch.fill(<object>hdr_items[i], i) if hdr_items[i] != <PyObject *>None else 0
-                        sticky = False
-                        if fixed_p >= 0:
-                            p = fixed_p
-                        elif klen >= 0 and not self.ignore_keys:
-                            p = kp_murmur2_partition(kptr, <size_t>klen, np_)
-                        else:
-                            sticky = True
-                            if st.sticky < 0 or st.sticky >= np_:
-                                st.sticky = self._pick_sticky(st)
-                                st.sticky_bytes = 0
-                            p = st.sticky
-                        appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
-                        if appended == FILLED:
-                            wake = True
-                            if sticky:
-                                st.sticky = self._pick_sticky(st)
-                                st.sticky_bytes = 0
-                                p = st.sticky
-                                appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
-                        if appended != APPENDED:
-                            need = (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + RECORD_OVERHEAD
-                            if nh:
-                                need += self._headers_size(nh)
-                            if need > self.max_request_size or need > self.pool.total:
-                                raise RecordTooLargeError(
-                                    f"record {i}: {need} bytes when serialized, larger than "
-                                    f"max.request.size={self.max_request_size}")
-                            if need < self.batch_size:
-                                need = self.batch_size
-                            if not self.pool.try_reserve(need):
-                                break           # wait for memory outside the lock
-                            b = new_batch(topic, p, need, self.batch_size, self.codec, self.level, now, self.pool)
-                            kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
-                            if kst != KP_OK:
-                                b.free_memory()
-                                raise_kp_error(kst, NULL, f"send_many record {i} to {topic}[{p}]")
-                            st.queues[p].append(b)
-                            st.open_batches[p] = b
-                            self.incomplete.add(b.result)
-                            wake = True
+                        p = self._place(st, fixed_p, ts, kptr, klen, vptr, vlen, nh, now, &wake)
+                        if p < 0:
+                            need = self.last_need
+                            break           # wait for memory outside the lock
                         need = 0
                         b = st.open_batches[p]
                         if run_batch[p] == <PyObject *>b:
@@ -1157,10 +1135,6 @@ cdef class RecordAccumulator:
                             b.result.add_delivery(b.w.count - 1, ts, on_delivery)
                         if fut_list is not None:
                             fut_list.append(make_future(b.result, b.w.count - 1, ts))
-                        if sticky:
-                            st.sticky_bytes += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + 8
-                            if st.sticky_bytes >= self.batch_size:
-                                st.sticky = -1
                         i += 1
                 finally:
                     # Register the open runs before the lock goes: the batches may be

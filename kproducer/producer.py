@@ -15,9 +15,12 @@ future and its ``on_delivery(err, metadata)`` callback.
 
 from __future__ import annotations
 
+import atexit
+import importlib
 import itertools
 import logging
 import os
+import pickle
 import random
 import threading
 import time
@@ -316,3 +319,107 @@ class Producer:
 
     def __repr__(self) -> str:
         return f"<Producer {self.client_id} {self._config!r}{' closed' if self._closed else ''}>"
+
+    def __reduce__(self):
+        # A producer pickles as its configuration and unpickles into the receiving
+        # process's cached producer for it (see _cached_producer), so one captured in a
+        # Spark UDF or foreachPartition closure becomes one producer per worker process.
+        plain, refs = {}, {}
+        for name, value in self._config.user_config.items():
+            if callable(value):
+                refs[name] = _callable_ref(name, value)
+            else:
+                plain[name] = value
+        return (_unpickle_producer, (plain, refs))
+
+
+# -- pickling and the per-process producer cache ------------------------------------------
+#
+# One producer per process and configuration, made on first use and closed (after sending
+# what is queued) when the interpreter exits. Fork-safe: the cache remembers the pid that
+# filled it, and a child that inherited it starts with an empty one (the parent's producers'
+# I/O threads do not exist in the child; their sockets are left alone, as in _check_fork).
+# Processes that end with os._exit (PySpark's forked workers do) skip atexit: callers that
+# need delivery guarantees flush themselves (kproducer.spark flushes after every task).
+
+_cache: dict = {}
+_cache_pid: int | None = None
+_cache_lock = threading.Lock()
+_abandoned_caches: list = []   # a forked child's copies of the parent's producers, kept untouched
+_atexit_registered = False
+
+
+def _callable_ref(name: str, fn) -> tuple[str, str]:
+    """(module, qualname) of a callable setting, checked to import back to the same object:
+    callables pickle by reference, so lambdas, nested functions and instances cannot."""
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    ok = isinstance(module, str) and isinstance(qualname, str) and "<" not in qualname
+    if ok:
+        try:
+            ok = _resolve_ref(module, qualname) is fn
+        except Exception:
+            ok = False
+    if not ok:
+        raise pickle.PicklingError(
+            f"cannot pickle Producer: config {name!r} holds {fn!r}, which cannot be pickled by "
+            f"reference; a pickled Producer carries its configuration and callables in it must be "
+            f"module-level functions or classes importable where it is unpickled (not lambdas, "
+            f"nested functions or instances)")
+    return module, qualname
+
+
+def _resolve_ref(module: str, qualname: str):
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _freeze(value):
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+def _cached_producer(user_config: dict) -> Producer:
+    """This process's producer for ``user_config`` (dotted names as in
+    ``ProducerConfig.user_config``), made on first use; a closed one is replaced."""
+    global _cache, _cache_pid, _atexit_registered
+    key = tuple(sorted((str(k), _freeze(v)) for k, v in ProducerConfig(user_config).user_config.items()))
+    with _cache_lock:
+        if _cache_pid != os.getpid():
+            if _cache:
+                _abandoned_caches.append(_cache)
+            _cache, _cache_pid = {}, os.getpid()
+        producer = _cache.get(key)
+        if producer is None or producer._closed:
+            producer = _cache[key] = Producer(user_config)
+        if not _atexit_registered:
+            atexit.register(_close_cached)
+            _atexit_registered = True
+        return producer
+
+
+def _unpickle_producer(plain: dict, refs: dict) -> Producer:
+    config = dict(plain)
+    for name, (module, qualname) in refs.items():
+        config[name] = _resolve_ref(module, qualname)
+    return _cached_producer(config)
+
+
+def _close_cached() -> None:
+    """At interpreter exit: close this process's cached producers (an inherited cache is
+    the parent's and is left alone)."""
+    if _cache_pid != os.getpid():
+        return
+    for producer in list(_cache.values()):
+        try:
+            producer.close(timeout=producer.config.delivery_timeout_ms / 1000.0)
+        except Exception:
+            log.exception("kproducer: closing a cached producer at exit failed")
+    _cache.clear()

@@ -1,0 +1,233 @@
+"""Write a Spark DataFrame to Kafka from the executors, through ``send_many``.
+
+::
+
+    from kproducer.spark import write_kafka
+    summary = write_kafka(df, bootstrap_servers="broker:9092", topic="events", linger_ms=5)
+    # {'rows': 1000000, 'bytes': 112888890, 'seconds': 3.1, 'per_topic': {'events': 1000000}}
+
+The DataFrame has the input schema of Spark's built-in Kafka sink: ``value`` (required;
+string or binary, may be null), optional ``key`` (string or binary, may be null), ``topic``
+(string; the ``topic=`` argument overrides the column), ``partition`` (int; null lets the
+partitioner choose, murmur2 of the key like Java's) and ``headers``
+(``array<struct<key: string, value: binary>>``). Other columns are ignored.
+
+The job runs through ``df.mapInArrow``: each Arrow record batch is grouped by topic (and
+explicit partition) with Arrow compute and its key and value arrays go to ``send_many``
+whole, so there is no Python operation per row (except to convert per-row headers).
+At the end of each Spark partition the producer is flushed and every record's outcome
+checked: if any record failed, the task raises and Spark retries it (delivery is
+at-least-once, like Spark's own Kafka sink; nothing is silently lost).
+
+Each Python worker process keeps one producer per configuration (the same cache a
+unpickled :class:`~kproducer.producer.Producer` uses), reused across the tasks Spark runs
+in that worker (``spark.python.worker.reuse``, on by default). The cache is fork-safe and
+closes its producers at interpreter exit; PySpark's forked workers end with ``os._exit``,
+which skips that, so the per-task flush is what guarantees delivery.
+
+Executors need kproducer importable in their Python (it is a compiled extension:
+``--py-files`` cannot load its ``.so`` files from a zip). Install the wheel on the
+executors' Python, or ship a packed virtual environment (``spark.archives``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections import Counter
+
+from kproducer.config import ProducerConfig
+from kproducer.producer import _check_topic, _cached_producer
+
+__all__ = ["write_kafka"]
+
+_SUMMARY_SCHEMA = "rows long, bytes long, seconds double, per_topic string"
+_CALLABLE_SETTINGS = ("key.serializer", "value.serializer", "partitioner")
+
+
+def write_kafka(df, *, bootstrap_servers, topic=None, **producer_config) -> dict:
+    """Writes ``df`` to Kafka from the executors and returns a summary.
+
+    ``bootstrap_servers`` and ``producer_config`` (producer settings, dotted names or
+    underscores: ``linger_ms=5``, ``**{"compression.type": "lz4"}``) configure one
+    producer per executor Python worker. ``topic`` overrides the DataFrame's ``topic``
+    column (one of the two is required).
+
+    Returns ``{"rows", "bytes" (keys + values), "seconds" (wall time on the driver),
+    "per_topic": {topic: rows}}``. Raises if any record could not be delivered (after
+    Spark's task retries): the Spark action fails with the producer's error.
+    """
+    from pyspark.sql import types as T
+
+    config = ProducerConfig(producer_config, bootstrap_servers=bootstrap_servers)
+    user_config = config.user_config
+    for name in _CALLABLE_SETTINGS:
+        if name in user_config:
+            raise TypeError(f"write_kafka: {name!r} cannot be used: rows are sent as bytes columns "
+                            f"(cast them in Spark) and partitions come from the 'partition' column "
+                            f"or the key")
+    if topic is not None:
+        _check_topic(topic)
+
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    text = (T.StringType, T.BinaryType)
+
+    def check(name, types, what, required=False):
+        if name not in fields:
+            if required:
+                raise ValueError(f"write_kafka: the DataFrame needs a {name!r} column ({what})")
+            return False
+        if not isinstance(fields[name], types):
+            raise TypeError(f"write_kafka: column {name!r} must be {what}, not {fields[name].simpleString()}")
+        return True
+
+    check("value", text, "string or binary", required=True)
+    has_key = check("key", text, "string or binary")
+    has_partition = check("partition", (T.IntegerType, T.LongType, T.ShortType, T.ByteType), "an integer")
+    has_headers = check("headers", T.ArrayType, "array<struct<key: string, value: binary>>")
+    if has_headers:
+        element = fields["headers"].elementType
+        names = [f.name for f in element.fields] if isinstance(element, T.StructType) else []
+        if names != ["key", "value"] or not isinstance(element["key"].dataType, T.StringType) \
+                or not isinstance(element["value"].dataType, text):
+            raise TypeError(f"write_kafka: column 'headers' must be array<struct<key: string, value: "
+                            f"binary>>, not {fields['headers'].simpleString()}")
+    if topic is None:
+        check("topic", T.StringType, "a string", required=True)
+
+    columns = ["value"] + ["key"] * has_key + ["partition"] * has_partition + ["headers"] * has_headers
+    if topic is None:
+        columns.append("topic")
+    func = functools.partial(_write_batches, user_config, topic)
+    start = time.monotonic()
+    rows = df.select(*columns).mapInArrow(func, _SUMMARY_SCHEMA).collect()
+    per_topic: Counter = Counter()
+    for r in rows:
+        per_topic.update(json.loads(r["per_topic"]))
+    return {"rows": sum(r["rows"] for r in rows), "bytes": sum(r["bytes"] for r in rows),
+            "seconds": time.monotonic() - start, "per_topic": dict(per_topic)}
+
+
+# -- on the executors -----------------------------------------------------------------------
+
+def _write_batches(user_config, topic, batches):
+    """mapInArrow function: sends every batch of this Spark partition, flushes, checks
+    every record's outcome, and yields one summary row."""
+    import pyarrow as pa
+
+    producer = _cached_producer(user_config)
+    start = time.monotonic()
+    results = []
+    rows = nbytes = 0
+    per_topic: Counter = Counter()
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        for group_topic, partition, part in _groups(batch, topic):
+            values = _binary(part.column("value"))
+            names = part.schema.names
+            keys = _binary(part.column("key")) if "key" in names else None
+            headers = _headers(part.column("headers")) if "headers" in names else None
+            results.append(producer.send_many(group_topic, values, keys, partition=partition,
+                                              headers=headers))
+            rows += part.num_rows
+            per_topic[group_topic] += part.num_rows
+            nbytes += _byte_count(values) + (_byte_count(keys) if keys is not None else 0)
+    producer.flush()
+    failed = 0
+    first_error = None
+    for r in results:
+        r.wait()
+        failed += r.failed
+        if first_error is None and r.first_error is not None:
+            first_error = r.first_error
+    if failed:
+        raise RuntimeError(f"kproducer: {failed} of {rows} records failed to be delivered; "
+                           f"first error: {first_error!r}") from first_error
+    yield pa.RecordBatch.from_pydict(
+        {"rows": [rows], "bytes": [nbytes], "seconds": [time.monotonic() - start],
+         "per_topic": [json.dumps(per_topic)]},
+        schema=pa.schema([("rows", pa.int64()), ("bytes", pa.int64()), ("seconds", pa.float64()),
+                          ("per_topic", pa.string())]))
+
+
+def _groups(batch, topic):
+    """(topic, partition or None, sub-batch) runs of ``batch``, rows in their order within
+    each run; a batch with one topic and no explicit partitions is one run, uncopied."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = batch.schema.names
+    topics = None if topic is not None else batch.column("topic")
+    if topics is not None:
+        if topics.null_count:
+            raise ValueError("write_kafka: null in the 'topic' column (and no topic= argument)")
+        distinct = pc.unique(topics)
+        if len(distinct) == 1:
+            topic, topics = distinct[0].as_py(), None
+    fixed = None   # the one explicit partition of every row, when there is one
+    parts = batch.column("partition") if "partition" in names else None
+    if parts is not None:
+        if parts.null_count == len(parts):
+            parts = None
+        else:
+            parts = pc.fill_null(pc.cast(parts, pa.int64()), -1)   # -1: let the partitioner choose
+            distinct = pc.unique(parts)
+            if len(distinct) == 1:
+                p = distinct[0].as_py()
+                fixed, parts = (None if p < 0 else p), None
+    if topics is None and parts is None:
+        _check_topic(topic)
+        yield topic, fixed, batch
+        return
+    keys = {}
+    if topics is not None:
+        keys["t"] = topics
+    if parts is not None:
+        keys["p"] = parts
+    order = pc.sort_indices(pa.table(keys), sort_keys=[(k, "ascending") for k in keys])  # stable
+    batch = batch.take(order)
+    keys = {k: v.take(order) for k, v in keys.items()}
+    n = batch.num_rows
+    change = np.zeros(n - 1, dtype=bool)
+    for v in keys.values():
+        change |= pc.not_equal(v[1:], v[:-1]).to_numpy(zero_copy_only=False)
+    bounds = [0, *(np.flatnonzero(change) + 1).tolist(), n]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        t = keys["t"][lo].as_py() if "t" in keys else topic
+        p = keys["p"][lo].as_py() if "p" in keys else fixed
+        _check_topic(t)
+        yield t, (None if p is None or p < 0 else p), batch.slice(lo, hi - lo)
+
+
+def _binary(arr):
+    """String columns as binary (a zero-copy cast: same buffers)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_string(arr.type):
+        return pc.cast(arr, pa.binary())
+    if pa.types.is_large_string(arr.type):
+        return pc.cast(arr, pa.large_binary())
+    return arr
+
+
+def _byte_count(arr) -> int:
+    import pyarrow.compute as pc
+
+    total = pc.sum(pc.binary_length(arr)).as_py()
+    return total or 0
+
+
+def _headers(column):
+    """Per-record header lists for send_many from an array<struct<key, value>> column."""
+    out = []
+    for row in column.to_pylist():
+        if row is None:
+            out.append(None)
+        else:
+            out.append([(h["key"], h["value"].encode() if isinstance(h["value"], str) else h["value"])
+                        for h in row])
+    return out
