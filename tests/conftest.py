@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from kproducer.testing import TansuBroker
+from kproducer.testing import FaultProxy, TansuBroker
+from kproducer.testing.broker import free_port
 
 
 @pytest.fixture
@@ -23,3 +24,18 @@ def broker():
         b.stop()
     b.check_log()
     b.cleanup()
+
+
+@pytest.fixture
+def proxied_broker(tmp_path):
+    """``(broker, proxy)``: a broker behind a FaultProxy. The broker advertises the proxy's
+    port, so clients bootstrapped at ``proxy.bootstrap`` reach it only through the proxy."""
+    port = free_port()
+    proxy = FaultProxy("127.0.0.1", port).start()
+    broker = TansuBroker(port=port, advertised_port=proxy.port, log_dir=tmp_path).start()
+    try:
+        yield broker, proxy
+    finally:
+        proxy.stop()
+        broker.stop()
+    broker.check_log()

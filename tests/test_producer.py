@@ -16,7 +16,6 @@ from kproducer import KafkaError, KafkaTimeoutError, Producer
 from kproducer.errors import ConfigError, RecordTooLargeError
 from kproducer.testing import TansuBroker
 from kproducer.testing.broker import free_port
-from kproducer.testing.proxy import FaultProxy
 from kproducer.testing.readback import read_back
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -234,101 +233,83 @@ def test_absent_broker_blocks_then_raises_within_max_block_ms():
 
 
 @pytest.mark.timeout(120)
-def test_full_buffer_blocks_then_raises_and_delivery_timeout_fails_records(tmp_path):
-    port = free_port()
-    proxy = FaultProxy("127.0.0.1", port).start()
-    broker = TansuBroker(port=port, advertised_port=proxy.port, log_dir=tmp_path).start()
-    try:
-        broker.create_topic("bp", 1)
-        p = Producer(bootstrap_servers=proxy.bootstrap, buffer_memory=200_000, batch_size=16384,
-                     max_block_ms=500, linger_ms=0, request_timeout_ms=1000, delivery_timeout_ms=3000,
-                     enable_idempotence=False, acks=1)
-        p.send("bp", b"warm").result(10)
-        proxy.stall(True)                                    # broker stops answering
-        futures = []
-        with pytest.raises(KafkaTimeoutError, match="buffer.memory"):
-            for i in range(10_000):
-                futures.append(p.send("bp", os.urandom(1000)))
-        assert p.metrics()["buffer_available_bytes"] >= 0
-        assert len(futures) * 1000 <= 200_000 + 16384, "memory stays bounded"
-        # Every queued record fails with a clear timeout, none vanishes.
-        for f in futures:
-            exc = f.exception(timeout=30)
-            assert isinstance(exc, (KafkaTimeoutError, KafkaError)), exc
-        assert any("delivery.timeout.ms" in str(f.exception()) or "timed out" in str(f.exception())
-                   for f in futures)
-        p.close(timeout=5)
-    finally:
-        proxy.stop()
-        broker.stop()
+def test_full_buffer_blocks_then_raises_and_delivery_timeout_fails_records(proxied_broker):
+    broker, proxy = proxied_broker
+    broker.create_topic("bp", 1)
+    p = Producer(bootstrap_servers=proxy.bootstrap, buffer_memory=200_000, batch_size=16384,
+                 max_block_ms=500, linger_ms=0, request_timeout_ms=1000, delivery_timeout_ms=3000,
+                 enable_idempotence=False, acks=1)
+    p.send("bp", b"warm").result(10)
+    proxy.stall(True)                                    # broker stops answering
+    futures = []
+    with pytest.raises(KafkaTimeoutError, match="buffer.memory"):
+        for i in range(10_000):
+            futures.append(p.send("bp", os.urandom(1000)))
+    assert p.metrics()["buffer_available_bytes"] >= 0
+    assert len(futures) * 1000 <= 200_000 + 16384, "memory stays bounded"
+    # Every queued record fails with a clear timeout, none vanishes.
+    for f in futures:
+        exc = f.exception(timeout=30)
+        assert isinstance(exc, (KafkaTimeoutError, KafkaError)), exc
+    assert any("delivery.timeout.ms" in str(f.exception()) or "timed out" in str(f.exception())
+               for f in futures)
+    p.close(timeout=5)
 
 
 @pytest.mark.timeout(60)
-def test_close_with_zero_timeout_fails_pending_records(tmp_path):
-    port = free_port()
-    proxy = FaultProxy("127.0.0.1", port).start()
-    broker = TansuBroker(port=port, advertised_port=proxy.port, log_dir=tmp_path).start()
-    try:
-        broker.create_topic("cz", 1)
-        p = Producer(bootstrap_servers=proxy.bootstrap, linger_ms=0)
-        p.send("cz", b"warm").result(10)
-        proxy.stall(True)
-        futures = [p.send("cz", b"v%d" % i) for i in range(100)]
-        p.close(timeout=0)
-        for f in futures:
-            assert isinstance(f.exception(timeout=10), KafkaError)
-    finally:
-        proxy.stop()
-        broker.stop()
+def test_close_with_zero_timeout_fails_pending_records(proxied_broker):
+    broker, proxy = proxied_broker
+    broker.create_topic("cz", 1)
+    p = Producer(bootstrap_servers=proxy.bootstrap, linger_ms=0)
+    p.send("cz", b"warm").result(10)
+    proxy.stall(True)
+    futures = [p.send("cz", b"v%d" % i) for i in range(100)]
+    p.close(timeout=0)
+    for f in futures:
+        assert isinstance(f.exception(timeout=10), KafkaError)
 
 
-def _run_through_proxy(tmp_path, configure, n=20_000, **producer_cfg):
-    port = free_port()
-    proxy = FaultProxy("127.0.0.1", port).start()
-    broker = TansuBroker(port=port, advertised_port=proxy.port, log_dir=tmp_path).start()
-    try:
-        broker.create_topic("faults", 4)
-        configure(proxy)
-        with Producer(bootstrap_servers=proxy.bootstrap, linger_ms=2, request_timeout_ms=2000,
-                      retry_backoff_ms=20, **producer_cfg) as p:
-            futures = [p.send("faults", b"%d" % i, key=b"k%d" % (i % 50)) for i in range(n)]
-            p.flush(180)
-            errors = [f.exception() for f in futures]
-            assert errors.count(None) == n, [e for e in errors if e][:3]
-            stats = proxy.stats()
-        proxy.reset_faults()
-        got = read_back(broker.bootstrap, "faults", timeout=120)
-        values = [int(m.value) for msgs in got.values() for m in msgs]
-        assert sorted(values) == list(range(n)), "nothing lost, nothing duplicated"
-        for msgs in got.values():
-            per_key = {}
-            for m in msgs:
-                i = int(m.value)
-                assert i > per_key.get(m.key, -1), "per-key order kept"
-                per_key[m.key] = i
-        return stats
-    finally:
-        proxy.stop()
-        broker.stop()
+def _run_through_proxy(proxied_broker, configure, n=20_000, **producer_cfg):
+    broker, proxy = proxied_broker
+    broker.create_topic("faults", 4)
+    configure(proxy)
+    with Producer(bootstrap_servers=proxy.bootstrap, linger_ms=2, request_timeout_ms=2000,
+                  retry_backoff_ms=20, **producer_cfg) as p:
+        futures = [p.send("faults", b"%d" % i, key=b"k%d" % (i % 50)) for i in range(n)]
+        p.flush(180)
+        errors = [f.exception() for f in futures]
+        assert errors.count(None) == n, [e for e in errors if e][:3]
+        stats = proxy.stats()
+    proxy.reset_faults()
+    got = read_back(broker.bootstrap, "faults", timeout=120)
+    values = [int(m.value) for msgs in got.values() for m in msgs]
+    assert sorted(values) == list(range(n)), "nothing lost, nothing duplicated"
+    for msgs in got.values():
+        per_key = {}
+        for m in msgs:
+            i = int(m.value)
+            assert i > per_key.get(m.key, -1), "per-key order kept"
+            per_key[m.key] = i
+    return stats
 
 
 @pytest.mark.timeout(300)
-def test_connections_cut_every_n_responses(tmp_path):
-    stats = _run_through_proxy(tmp_path, lambda px: px.cut_every_n_responses(5), batch_size=2000)
+def test_connections_cut_every_n_responses(proxied_broker):
+    stats = _run_through_proxy(proxied_broker, lambda px: px.cut_every_n_responses(5), batch_size=2000)
     assert stats["cuts"] >= 10
 
 
 @pytest.mark.timeout(300)
-def test_responses_byte_by_byte_and_delayed(tmp_path):
+def test_responses_byte_by_byte_and_delayed(proxied_broker):
     def configure(px):
         px.byte_by_byte(True)
         px.delay(0.01)
-    _run_through_proxy(tmp_path, configure, n=5000)
+    _run_through_proxy(proxied_broker, configure, n=5000)
 
 
 @pytest.mark.timeout(300)
-def test_dropped_responses_are_retried_without_duplicates(tmp_path):
-    stats = _run_through_proxy(tmp_path, lambda px: px.drop_response_every(9), n=5000, batch_size=2000)
+def test_dropped_responses_are_retried_without_duplicates(proxied_broker):
+    stats = _run_through_proxy(proxied_broker, lambda px: px.drop_response_every(9), n=5000, batch_size=2000)
     assert stats["responses_dropped"] >= 1
 
 
@@ -381,25 +362,19 @@ def test_fork_child_starts_afresh(broker):
 
 
 @pytest.mark.timeout(60)
-def test_adaptive_sticky_partitioner_avoids_long_queues(tmp_path):
-    port = free_port()
-    proxy = FaultProxy("127.0.0.1", port).start()
-    broker = TansuBroker(port=port, advertised_port=proxy.port, log_dir=tmp_path).start()
-    try:
-        broker.create_topic("adaptive", 4)
-        p = Producer(bootstrap_servers=proxy.bootstrap, linger_ms=0, batch_size=1000)
-        p.send("adaptive", b"warm", partition=0).result(10)
-        proxy.stall(True)                                   # nothing completes from here on
-        for _ in range(300):                                # a long queue on partition 0
-            p.send("adaptive", b"x" * 900, partition=0)
-        unkeyed = [p.send("adaptive", b"y" * 400) for _ in range(400)]
-        counts = [sum(1 for f in unkeyed if f.partition == i) for i in range(4)]
-        assert sum(counts) == 400
-        assert counts[0] < 40 and min(counts[1:]) > 40, counts
-        p.close(timeout=0)
-    finally:
-        proxy.stop()
-        broker.stop()
+def test_adaptive_sticky_partitioner_avoids_long_queues(proxied_broker):
+    broker, proxy = proxied_broker
+    broker.create_topic("adaptive", 4)
+    p = Producer(bootstrap_servers=proxy.bootstrap, linger_ms=0, batch_size=1000)
+    p.send("adaptive", b"warm", partition=0).result(10)
+    proxy.stall(True)                                   # nothing completes from here on
+    for _ in range(300):                                # a long queue on partition 0
+        p.send("adaptive", b"x" * 900, partition=0)
+    unkeyed = [p.send("adaptive", b"y" * 400) for _ in range(400)]
+    counts = [sum(1 for f in unkeyed if f.partition == i) for i in range(4)]
+    assert sum(counts) == 400
+    assert counts[0] < 40 and min(counts[1:]) > 40, counts
+    p.close(timeout=0)
 
 
 def _inject_produce_error(producer, code: int, times: int = 1):

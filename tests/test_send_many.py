@@ -8,9 +8,6 @@ import pyarrow as pa
 import pytest
 
 from kproducer import KafkaError, Producer
-from kproducer.testing import TansuBroker
-from kproducer.testing.broker import free_port
-from kproducer.testing.proxy import FaultProxy
 from kproducer.testing.readback import read_back
 
 
@@ -117,22 +114,16 @@ def test_bad_input_fails_before_anything_is_queued(broker):
 
 
 @pytest.mark.timeout(120)
-def test_failing_broker_fails_every_record_through_the_result(tmp_path):
-    port = free_port()
-    proxy = FaultProxy("127.0.0.1", port).start()
-    broker = TansuBroker(port=port, advertised_port=proxy.port, log_dir=tmp_path).start()
-    try:
-        broker.create_topic("down", 2)
-        p = Producer(bootstrap_servers=proxy.bootstrap, request_timeout_ms=500, delivery_timeout_ms=1500,
-                     linger_ms=0)
-        p.send("down", b"warm").result(10)
-        proxy.stall(True)
-        res = p.send_many("down", [b"x%d" % i for i in range(5000)])
-        assert res.wait(60)
-        assert res.failed == 5000 and res.acked == 0
-        with pytest.raises(KafkaError):
-            res.raise_for_errors()
-        p.close(timeout=5)
-    finally:
-        proxy.stop()
-        broker.stop()
+def test_failing_broker_fails_every_record_through_the_result(proxied_broker):
+    broker, proxy = proxied_broker
+    broker.create_topic("down", 2)
+    p = Producer(bootstrap_servers=proxy.bootstrap, request_timeout_ms=500, delivery_timeout_ms=1500,
+                 linger_ms=0)
+    p.send("down", b"warm").result(10)
+    proxy.stall(True)
+    res = p.send_many("down", [b"x%d" % i for i in range(5000)])
+    assert res.wait(60)
+    assert res.failed == 5000 and res.acked == 0
+    with pytest.raises(KafkaError):
+        res.raise_for_errors()
+    p.close(timeout=5)
