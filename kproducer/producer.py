@@ -358,7 +358,7 @@ def _callable_ref(name: str, fn) -> tuple[str, str]:
     if ok:
         try:
             ok = _resolve_ref(module, qualname) is fn
-        except Exception:
+        except (ImportError, AttributeError, ValueError):
             ok = False
     if not ok:
         raise pickle.PicklingError(

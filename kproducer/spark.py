@@ -33,12 +33,13 @@ executors' Python, or ship a packed virtual environment (``spark.archives``).
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import time
 from collections import Counter
 
 from kproducer.config import ProducerConfig
-from kproducer.producer import _check_topic, _cached_producer
+from kproducer.producer import _cached_producer, _check_topic
 
 __all__ = ["write_kafka"]
 
@@ -195,7 +196,7 @@ def _groups(batch, topic):
     for v in keys.values():
         change |= pc.not_equal(v[1:], v[:-1]).to_numpy(zero_copy_only=False)
     bounds = [0, *(np.flatnonzero(change) + 1).tolist(), n]
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         t = keys["t"][lo].as_py() if "t" in keys else topic
         p = keys["p"][lo].as_py() if "p" in keys else fixed
         _check_topic(t)

@@ -81,7 +81,10 @@ def test_sanitizer_build_runs_codec_tests_clean(tmp_path):
     assert all(line.startswith(str(src)) for line in probe.stdout.split()), probe.stdout
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-         "tests/test_codec.py", "tests/test_differential.py", "tests/test_selector.py"],
+         "tests/test_codec.py", "tests/test_differential.py", "tests/test_selector.py",
+         # The accumulator and send_many (raw pointers into NumPy/Arrow buffers, batches
+         # grown in place) against the real broker; the million-record test is too slow here.
+         "tests/test_send_many.py", "tests/test_producer.py", "-k", "not million"],
         cwd=src, env=env, capture_output=True, text=True, timeout=1100)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-6000:]

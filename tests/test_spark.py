@@ -15,12 +15,12 @@ import pytest
 pyspark = pytest.importorskip("pyspark")
 pytest.importorskip("pandas")  # PySpark's mapInArrow requires it
 
-from kafka.partitioner.default import murmur2  # noqa: E402  (kafka-python: Java's murmur2)
+from kafka.partitioner.default import murmur2  # kafka-python: Java's murmur2
 
-from kproducer import Producer  # noqa: E402
-from kproducer.producer import _cached_producer  # noqa: E402
-from kproducer.spark import write_kafka  # noqa: E402
-from kproducer.testing.readback import read_back  # noqa: E402
+from kproducer import Producer
+from kproducer.producer import _cached_producer
+from kproducer.spark import write_kafka
+from kproducer.testing.readback import read_back
 
 
 def java_partition(key: bytes, n: int) -> int:
@@ -35,6 +35,7 @@ def spark():
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     session = (SparkSession.builder.master("local[2]").appName("kproducer-tests")
                .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.driver.host", "127.0.0.1")
@@ -108,7 +109,7 @@ def test_write_kafka_topic_partition_headers_null_keys(spark, broker):
         seen = set()
         for p, msgs in got.items():
             for m in msgs:
-                key, value, _, partition, headers, _ = expected[m.value]
+                key, _, _, partition, headers, _ = expected[m.value]
                 assert m.value not in seen
                 seen.add(m.value)
                 assert m.key == (None if key is None else key.encode())
@@ -135,6 +136,37 @@ def test_write_kafka_topic_partition_headers_null_keys(spark, broker):
                 assert p == java_partition(m.key, 2)
 
 
+def test_producer_captured_in_a_spark_closure(spark, broker):
+    # The closure pickles the Producer as its configuration; each Python worker unpickles
+    # it into its one cached producer, reused by every task the worker runs.
+    broker.create_topic("closure", 2)
+    p = Producer(bootstrap_servers=broker.bootstrap, linger_ms=1)
+
+    def send_partition(items):
+        n = 0
+        for i in items:
+            p.send("closure", str(i).encode(), key=str(i).encode())
+            n += 1
+        p.flush()
+        yield os.getpid(), p.client_id, n
+
+    try:
+        out = spark.sparkContext.parallelize(range(400), 8).mapPartitions(send_partition).collect()
+    finally:
+        p.close()
+    assert sum(n for _, _, n in out) == 400
+    producers = {}
+    for pid, client_id, _ in out:
+        producers.setdefault(pid, set()).add(client_id)
+    assert all(len(ids) == 1 for ids in producers.values()), producers
+    assert len(producers) < len(out)  # some worker ran several tasks with its one producer
+    got = read_back(broker.bootstrap, "closure", timeout=60)
+    values = sorted(int(m.value) for msgs in got.values() for m in msgs)
+    assert values == list(range(400))
+    for part, msgs in got.items():
+        assert all(part == java_partition(m.key, 2) for m in msgs)
+
+
 def test_write_kafka_rejects_bad_schemas(spark):
     df = spark.createDataFrame([(1,)], "value int")
     with pytest.raises(TypeError, match="'value' must be string or binary"):
@@ -155,6 +187,27 @@ def test_write_kafka_failing_broker_fails_the_job(spark):
     with pytest.raises(Exception, match="KafkaTimeoutError|not present in metadata"):
         write_kafka(df, bootstrap_servers=f"127.0.0.1:{_free_port()}", topic="nowhere",
                     max_block_ms=1500, request_timeout_ms=1000, delivery_timeout_ms=2000)
+
+
+def test_partition_writer_raises_when_records_fail_after_queueing(broker):
+    # The executor side without Spark: records queued by send_many that then fail (the
+    # broker went away after metadata was known) make the task raise at its end.
+    import pyarrow as pa
+
+    from kproducer.spark import _write_batches
+
+    broker.create_topic("gone", 2)
+    config = {"bootstrap.servers": broker.bootstrap, "max.block.ms": 1000,
+              "request.timeout.ms": 500, "delivery.timeout.ms": 1500, "retry.backoff.ms": 50}
+    producer = _cached_producer(config)
+    try:
+        producer.partitions_for("gone")  # metadata known, so send_many queues at once
+        broker.stop()
+        batch = pa.RecordBatch.from_pydict({"value": ["a", "b", "c"], "key": ["x", None, "z"]})
+        with pytest.raises(RuntimeError, match="3 of 3 records failed"):
+            list(_write_batches(config, "gone", iter([batch])))
+    finally:
+        producer.close(0)
 
 
 def test_pickled_producer_is_the_process_cached_one(broker):
@@ -195,7 +248,9 @@ def test_pickled_producer_is_the_process_cached_one(broker):
             assert f.read() == b"ok"
         assert os.waitpid(pid, 0)[1] == 0
         assert pickle.loads(blob) is a  # the parent's cache is unchanged
-        a.flush()
+        a.close()
+        assert pickle.loads(blob) is not a  # a closed cached producer is replaced
+        pickle.loads(blob).close()
     finally:
         p.close()
     got = read_back(broker.bootstrap, "pk", timeout=60)
@@ -211,6 +266,7 @@ def test_pickling_callables_by_reference():
     try:
         q = pickle.loads(pickle.dumps(p))
         assert q.config.value_serializer is plain_serializer
+        q.close(0)
     finally:
         p.close(0)
     p = Producer(bootstrap_servers="127.0.0.1:1", key_serializer=lambda k: k)
