@@ -12,8 +12,9 @@ import textwrap
 
 import pytest
 
-pyspark = pytest.importorskip("pyspark")
-pytest.importorskip("pandas")  # PySpark's mapInArrow requires it
+# Hard imports: a missing PySpark or pandas (mapInArrow needs it) is an error, never a skip.
+import pandas  # noqa: F401,E402
+import pyspark  # noqa: F401,E402
 
 from kafka.partitioner.default import murmur2  # kafka-python: Java's murmur2
 
