@@ -771,6 +771,7 @@ cdef class RecordAccumulator:
     cdef public bint closed
     cdef readonly Py_ssize_t last_need
     cdef readonly Py_ssize_t max_request_size
+    cdef Py_ssize_t _drain_index
     # BatchResults of batches not yet completed: flush() waits for a snapshot of these.
     cdef readonly set incomplete
     cdef int64_t retry_backoff_ms
@@ -1191,6 +1192,25 @@ cdef class RecordAccumulator:
         backoff = self.retry_backoff_ms << (b.attempts - 1 if b.attempts < 20 else 20)
         return backoff if backoff < self.retry_backoff_max_ms else self.retry_backoff_max_ms
 
+    cdef list _heads(self, leader_of, muted, set unknown):
+        """(state, partition, deque, leader) of every partition with a queued batch that is
+        not muted (the lock is held). Partitions whose leader is unknown are skipped and
+        their topic added to ``unknown``."""
+        cdef list out = []
+        cdef _TopicState st
+        cdef int32_t p
+        for st in self._topics.values():
+            for p in range(st.num_partitions):
+                q = st.queues[p]
+                if not q or (muted is not None and (st.topic, p) in muted):
+                    continue
+                leader = leader_of(st.topic, p)
+                if leader is None or leader < 0:
+                    unknown.add(st.topic)
+                    continue
+                out.append((st, p, q, leader))
+        return out
+
     def ready(self, leader_of, int64_t now, muted=None):
         """Java's ready(): returns (ready_node_ids, next_check_delay_ms, unknown_leader_topics).
         ``leader_of(topic, partition)`` -> node id or -1; ``muted`` a set of (topic, partition)
@@ -1206,70 +1226,60 @@ cdef class RecordAccumulator:
         cdef bint full, backing_off
         self._acquire()
         try:
-            for st in self._topics.values():
-                for p in range(st.num_partitions):
-                    q = st.queues[p]
-                    if not q:
-                        continue
-                    if muted is not None and (st.topic, p) in muted:
-                        continue
-                    leader = leader_of(st.topic, p)
-                    if leader is None or leader < 0:
-                        unknown.add(st.topic)
-                        continue
-                    if leader in ready_nodes:
-                        continue
-                    first = q[0]
-                    waited = now - first.last_attempt_ms
-                    backing_off = first.attempts > 0
-                    time_to_wait = self._backoff(first) if backing_off else self.linger_ms
-                    full = len(q) > 1 or first.closed or st.open_batches[p] is not first
-                    if waited >= time_to_wait or (not backing_off and (full or exhausted or self.closed
-                                                                        or self.flushes_in_progress > 0)):
-                        ready_nodes.add(leader)
-                    else:
-                        left = time_to_wait - waited
-                        if left < next_delay:
-                            next_delay = left
+            for st, p, q, leader in self._heads(leader_of, muted, unknown):
+                if leader in ready_nodes:
+                    continue
+                first = q[0]
+                waited = now - first.last_attempt_ms
+                backing_off = first.attempts > 0
+                time_to_wait = self._backoff(first) if backing_off else self.linger_ms
+                full = len(q) > 1 or first.closed or st.open_batches[p] is not first
+                if waited >= time_to_wait or (not backing_off and (full or exhausted or self.closed
+                                                                    or self.flushes_in_progress > 0)):
+                    ready_nodes.add(leader)
+                else:
+                    left = time_to_wait - waited
+                    if left < next_delay:
+                        next_delay = left
         finally:
             self._release()
         return ready_nodes, next_delay, unknown
 
-    def drain(self, leader_of, set nodes, Py_ssize_t max_request_size, int64_t now, muted=None,
-              int max_per_partition=1):
+    def drain(self, leader_of, set nodes, Py_ssize_t max_request_size, int64_t now, muted=None):
         """Java's drain(): for each ready node, takes at most one batch from each partition
-        it leads, round-robin, until ``max_request_size``. Returns {node: [ProducerBatch]}.
-        Batches come out closed (compressed) but not finished."""
+        it leads until ``max_request_size``, starting one partition further each call (as
+        Java's drainIndex) so that a full request does not always leave the same partitions
+        behind. Returns {node: [ProducerBatch]}; batches come out closed (compressed) but
+        not finished."""
         cdef dict out = {}
         cdef _TopicState st
         cdef ProducerBatch first
         cdef int32_t p
-        cdef Py_ssize_t size
+        cdef Py_ssize_t size, i, k, start
         cdef dict sizes = {}
+        cdef list heads
         self._acquire()
         try:
-            for st in self._topics.values():
-                for p in range(st.num_partitions):
-                    q = st.queues[p]
-                    if not q:
-                        continue
-                    if muted is not None and (st.topic, p) in muted:
-                        continue
-                    leader = leader_of(st.topic, p)
-                    if leader not in nodes:
-                        continue
-                    first = q[0]
-                    if first.attempts > 0 and now - first.last_attempt_ms < self._backoff(first):
-                        continue
-                    size = sizes.get(leader, 0)
-                    if size and size + <Py_ssize_t>first.w.buf.len > max_request_size:
-                        continue
-                    q.popleft()
-                    if st.open_batches[p] is first:
-                        st.open_batches[p] = None
-                    sizes[leader] = size + <Py_ssize_t>first.w.buf.len
-                    first.drained_ms = now
-                    out.setdefault(leader, []).append(first)
+            heads = self._heads(leader_of, muted, set())
+            k = len(heads)
+            start = self._drain_index % k if k else 0
+            self._drain_index += 1
+            for i in range(k):
+                st, p, q, leader = heads[(start + i) % k]
+                if leader not in nodes:
+                    continue
+                first = q[0]
+                if first.attempts > 0 and now - first.last_attempt_ms < self._backoff(first):
+                    continue
+                size = sizes.get(leader, 0)
+                if size and size + <Py_ssize_t>first.w.buf.len > max_request_size:
+                    continue
+                q.popleft()
+                if st.open_batches[p] is first:
+                    st.open_batches[p] = None
+                sizes[leader] = size + <Py_ssize_t>first.w.buf.len
+                first.drained_ms = now
+                out.setdefault(leader, []).append(first)
         finally:
             self._release()
         # Compression runs outside the lock: appends to other partitions go on meanwhile.
