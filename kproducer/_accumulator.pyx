@@ -742,6 +742,7 @@ cdef class _TopicState:
     cdef list open_batches    # partition -> the last batch if still appendable, else None
     cdef int32_t sticky       # current sticky partition for unkeyed records, -1 none
     cdef int64_t sticky_bytes
+    cdef bint touched         # appended to since the Sender last asked (metadata idle expiry)
 
     def __cinit__(self, str topic):
         self.topic = topic
@@ -868,12 +869,14 @@ cdef class RecordAccumulator:
         try:
             if topic is self._last_topic:
                 st = self._last_state
+                st.touched = True
             else:
                 st = self._topics.get(topic)
                 if st is None or st.num_partitions <= 0:
                     return NEED_METADATA
                 self._last_topic = topic
                 self._last_state = st
+                st.touched = True
             n = st.num_partitions
             try:
                 if key is not None:
@@ -1043,6 +1046,7 @@ cdef class RecordAccumulator:
             vsrc.release(); ksrc.release()
             return NEED_METADATA
         np_ = st.num_partitions
+        st.touched = True
         if partition is not None:
             fixed_p = partition
             if fixed_p < 0 or fixed_p >= np_:
@@ -1350,6 +1354,17 @@ cdef class RecordAccumulator:
                     st.open_batches[p] = None
         finally:
             self._release()
+        return out
+
+    def take_touched(self):
+        """Topics appended to since the last call (the Sender keeps them alive in the
+        metadata: Java touches a topic on every send, so a busy topic never expires)."""
+        cdef list out = []
+        cdef _TopicState st
+        for st in list(self._topics.values()):
+            if st.touched:
+                st.touched = False
+                out.append(st.topic)
         return out
 
     def track(self, *results):

@@ -145,6 +145,8 @@ class Sender:
     def run_once(self) -> None:
         now = _mono_ms()
         wall = wall_clock_ms()
+        for topic in self.acc.take_touched():
+            self.metadata.add(topic, wall)      # in use: not idle (metadata.max.idle.ms)
         cap = self._maybe_update_metadata(now, wall)
         if self.idempotent and not self._maybe_init_producer_id(now):
             cap = min(cap, 50)

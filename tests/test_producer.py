@@ -452,3 +452,21 @@ def test_retry_backoff_grows_with_jitter():
     firsts = {b.backoff(0) for _ in range(200)}
     assert min(firsts) >= 80 and max(firsts) <= 120 and len(firsts) > 10     # +/-20 % jitter
     assert 160 <= b.backoff(1) <= 240 and 800 <= b.backoff(10) <= 1200        # doubling, capped
+
+
+@pytest.mark.timeout(60)
+def test_busy_topic_is_not_forgotten_after_metadata_max_idle_ms(broker):
+    """Java touches a topic on every send; a topic in use must never expire from the
+    metadata (records would wait for a leader until they time out)."""
+    broker.create_topic("busy", 2)
+    with Producer(bootstrap_servers=broker.bootstrap, metadata_max_idle_ms=5000, metadata_max_age_ms=300,
+                  delivery_timeout_ms=3000, request_timeout_ms=1000) as p:
+        futures = []
+        deadline = time.monotonic() + 7.5                        # well past metadata.max.idle.ms
+        while time.monotonic() < deadline:
+            futures.append(p.send("busy", b"x"))
+            time.sleep(0.002)
+        p.flush(10)
+        failed = [f.exception() for f in futures if f.exception() is not None]
+        assert not failed, failed[:1]
+        assert "busy" in p._metadata.topics()
