@@ -289,6 +289,26 @@ cdef class RecordFuture:
             self._result.add_done_callback_for(self._index, self, fn)
 
 
+cdef inline bint _field_bytes(object obj, Py_buffer *view, const uint8_t **ptr, int64_t *length,
+                              str what) except -1:
+    """A key or value of send(): its bytes (``length`` -1 for None). Returns True when a
+    buffer ``view`` was taken (the caller releases it): bytes need none."""
+    if obj is None:
+        ptr[0] = NULL
+        length[0] = -1
+        return False
+    if PyBytes_CheckExact(obj):
+        ptr[0] = <uint8_t *>PyBytes_AS_STRING(obj)
+        length[0] = PyBytes_GET_SIZE(obj)
+        return False
+    if PyUnicode_Check(obj):
+        raise TypeError(f"{what} must be bytes-like or None, not str (set {what}_serializer)")
+    PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+    ptr[0] = <const uint8_t *>view.buf
+    length[0] = view.len
+    return True
+
+
 cdef inline RecordFuture make_future(BatchResult result, int32_t index, int64_t timestamp):
     cdef RecordFuture f = RecordFuture.__new__(RecordFuture)
     f._result = result
@@ -879,22 +899,8 @@ cdef class RecordAccumulator:
                 st.touched = True
             n = st.num_partitions
             try:
-                if key is not None:
-                    if PyBytes_CheckExact(key):
-                        kptr = <uint8_t *>PyBytes_AS_STRING(key); klen = PyBytes_GET_SIZE(key)
-                    else:
-                        if PyUnicode_Check(key):
-                            raise TypeError("key must be bytes-like or None, not str (set key_serializer)")
-                        PyObject_GetBuffer(key, &kview, PyBUF_SIMPLE); khave = True
-                        kptr = <const uint8_t *>kview.buf; klen = kview.len
-                if value is not None:
-                    if PyBytes_CheckExact(value):
-                        vptr = <uint8_t *>PyBytes_AS_STRING(value); vlen = PyBytes_GET_SIZE(value)
-                    else:
-                        if PyUnicode_Check(value):
-                            raise TypeError("value must be bytes-like or None, not str (set value_serializer)")
-                        PyObject_GetBuffer(value, &vview, PyBUF_SIMPLE); vhave = True
-                        vptr = <const uint8_t *>vview.buf; vlen = vview.len
+                khave = _field_bytes(key, &kview, &kptr, &klen, "key")
+                vhave = _field_bytes(value, &vview, &vptr, &vlen, "value")
                 if headers is not None:
                     nh = self._scratch.fill(headers, 0)
 

@@ -164,7 +164,13 @@ def _topic_name(name: str, flexible: bool) -> bytes:
 
 
 def _records_size(records: Any) -> int:
-    """Byte length of a buffer-protocol object that is not bytes/bytearray."""
+    """Byte length of a records buffer (bytes, bytearray, memoryview or any contiguous
+    buffer-protocol object such as a ProducerBatch)."""
+    t = type(records)
+    if t is bytes or t is bytearray:
+        return len(records)
+    if t is memoryview:
+        return records.nbytes
     try:
         with memoryview(records) as mv:
             if not mv.contiguous:
@@ -213,13 +219,7 @@ def encode_produce_request(version: int, correlation_id: int, client_id: Optiona
                         append(ph)
                         size += 6
                         continue
-                    t = type(records)
-                    if t is bytes or t is bytearray:
-                        n = len(records)
-                    elif t is memoryview:
-                        n = records.nbytes
-                    else:
-                        n = _records_size(records)
+                    n = _records_size(records)
                     ph = _pack_i32(index) + (uv1[n + 1] if n < 0x7F else _uvarint(n + 1))
                     append(ph)
                     append(records)
@@ -243,13 +243,7 @@ def encode_produce_request(version: int, correlation_id: int, client_id: Optiona
                         append(_pack_ii(index, -1))
                         size += 8
                         continue
-                    t = type(records)
-                    if t is bytes or t is bytearray:
-                        n = len(records)
-                    elif t is memoryview:
-                        n = records.nbytes
-                    else:
-                        n = _records_size(records)
+                    n = _records_size(records)
                     append(_pack_ii(index, n))
                     append(records)
                     size += 8 + n
