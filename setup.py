@@ -27,7 +27,7 @@ else:
     compile_args += ["-O2"]
 
 
-def extension(name: str, *sources: str) -> Extension:
+def extension(name: str, *sources: str, libraries: tuple = ()) -> Extension:
     return Extension(
         name,
         list(sources),
@@ -35,13 +35,16 @@ def extension(name: str, *sources: str) -> Extension:
         define_macros=macros,
         extra_compile_args=compile_args,
         extra_link_args=link_args + ["-pthread"],
+        libraries=list(libraries),
     )
 
 
 extensions = [
     extension("kproducer._codec", "kproducer/_codec.pyx", *CSRC),
     extension("kproducer._accumulator", "kproducer/_accumulator.pyx", *CSRC),
-    extension("kproducer._net", "kproducer/_net.pyx", "csrc/kp_selector.c", "csrc/kp_buf.c", "csrc/kp_frame.c"),
+    # TLS is OpenSSL 3 (Debian: libssl-dev to build, libssl3 to run).
+    extension("kproducer._net", "kproducer/_net.pyx", "csrc/kp_selector.c", "csrc/kp_tls.c", "csrc/kp_buf.c",
+              "csrc/kp_frame.c", libraries=("ssl", "crypto")),
 ]
 
 setup(

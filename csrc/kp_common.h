@@ -53,6 +53,7 @@ typedef enum kp_status {
     KP_ERR_ADDRESS = 14,       /* not a numeric IPv4/IPv6 address */
     KP_ERR_EOF = 15,           /* the peer closed the connection */
     KP_ERR_FULL = 16,          /* a fixed-capacity (caller-owned) buffer has no room left */
+    KP_ERR_TLS = 17,           /* TLS setup, handshake, certificate check or record layer failed */
 } kp_status;
 
 /* Where a reader stopped: filled on failure, untouched on success. */

@@ -14,6 +14,16 @@
  * Interest: EPOLLOUT while connecting or while a send is staged, EPOLLIN on
  * every connected socket. Level-triggered, so whatever a poll leaves unread
  * or unwritten is reported again by the next epoll_wait.
+ *
+ * TLS (a connection with an SSL object, see kp_tls.h) adds one step: once
+ * SO_ERROR says the TCP connect succeeded the connection stays CONNECTING
+ * while SSL_connect runs, its interest following the handshake's
+ * WANT_READ / WANT_WRITE, and "connected" is reported when the handshake is
+ * done. Then reads go through SSL_read and the staged send through
+ * SSL_write. Every TLS branch tests c->ssl, so plaintext connections run the
+ * same code as before. OpenSSL does not read ahead (the default), so once
+ * SSL_has_pending() is 0 nothing decrypted or undecrypted waits in user
+ * space and level-triggered epoll still tells when there is more to read.
  */
 #define _GNU_SOURCE /* SOCK_NONBLOCK, SOCK_CLOEXEC, pipe2 */
 #include <arpa/inet.h>
@@ -29,9 +39,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include "kp_buf.h"
 #include "kp_frame.h"
 #include "kp_selector.h"
+#include "kp_tls.h"
 
 /* Staged-send buffers above this capacity are freed once written, so one
  * large request does not pin its memory on an idle connection. */
@@ -128,6 +142,11 @@ typedef struct kp_conn {
     kp_frame_rx rx;
     uint64_t bytes_sent;
     uint64_t bytes_received;
+    SSL *ssl;               /* TLS session; NULL for plaintext */
+    uint8_t tls_handshaking;       /* TCP is up, SSL_connect not done yet (state CONNECTING) */
+    uint8_t tls_want;              /* what the handshake waits for: KP_EV_READ or KP_EV_WRITE */
+    uint8_t tls_read_wants_write;  /* SSL_read returned WANT_WRITE: read again once writable */
+    uint8_t tls_write_wants_read;  /* SSL_write returned WANT_READ: write again after a read */
 } kp_conn;
 
 struct kp_selector {
@@ -163,7 +182,10 @@ static int id_ok(const kp_selector *s, int32_t id)
 
 static unsigned conn_want(const kp_conn *c)
 {
-    if (c->state == KP_SEL_CONNECTING) return KP_EV_WRITE;
+    if (c->state == KP_SEL_CONNECTING) return c->tls_handshaking ? c->tls_want : KP_EV_WRITE;
+    if (KP_UNLIKELY(c->ssl != NULL))
+        return KP_EV_READ | (((c->tx.len && !c->tls_write_wants_read) || c->tls_read_wants_write)
+                                 ? KP_EV_WRITE : 0u);
     return KP_EV_READ | (c->tx.len ? KP_EV_WRITE : 0u);
 }
 
@@ -176,6 +198,14 @@ static void conn_release(kp_selector *s, kp_conn *c)
         c->fd = -1;
     }
     if (c->pending) s->n_pending--;
+    if (c->ssl) {
+        /* No close_notify: the socket is going away either way, and a
+         * non-blocking SSL_shutdown could not wait for the peer's. */
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+    }
+    c->tls_handshaking = c->tls_want = 0;
+    c->tls_read_wants_write = c->tls_write_wants_read = 0;
     kp_buf_free(&c->tx);
     kp_frame_rx_free(&c->rx);
     c->tx_off = 0;
@@ -198,8 +228,9 @@ static void mark_dirty(kp_selector *s, int32_t id, kp_conn *c)
 
 /* ---- result recording ---------------------------------------------------- */
 
-static void report_disconnect(kp_selector *s, int32_t id, kp_conn *c, kp_status st, int err,
-                              int64_t value)
+/* detail: extra text (copied; NULL for none), see kp_sel_disconnect.detail. */
+static void report_disconnect_detail(kp_selector *s, int32_t id, kp_conn *c, kp_status st, int err,
+                                     int64_t value, const char *detail)
 {
     KP_ASSERT(s->res.n_disconnected < (size_t)s->max_conns);
     if (s->res.n_disconnected < (size_t)s->max_conns) {
@@ -209,8 +240,15 @@ static void report_disconnect(kp_selector *s, int32_t id, kp_conn *c, kp_status 
         d->sys_errno = err;
         d->value = value;
         d->was_connected = c->state == KP_SEL_CONNECTED;
+        d->detail = detail ? strdup(detail) : NULL; /* NULL on ENOMEM: the status still tells */
     }
     conn_release(s, c);
+}
+
+static void report_disconnect(kp_selector *s, int32_t id, kp_conn *c, kp_status st, int err,
+                              int64_t value)
+{
+    report_disconnect_detail(s, id, c, st, err, value, NULL);
 }
 
 static void report_id(int32_t *arr, size_t *n, int32_t cap, int32_t id)
@@ -460,6 +498,29 @@ kp_status kp_selector_connect(kp_selector *s, int32_t id, const char *host, int 
                                     receive_buffer, sys_errno);
 }
 
+kp_status kp_selector_connect_tls(kp_selector *s, int32_t id, const char *host, int port,
+                                  int send_buffer, int receive_buffer, const kp_tls_ctx *tls,
+                                  const char *server_name, int *sys_errno, char *err,
+                                  size_t errlen)
+{
+    if (err && errlen) err[0] = '\0';
+    if (sys_errno) *sys_errno = 0;
+    if (!id_ok(s, id)) return KP_ERR_INVALID;
+    if (!tls) return kp_selector_connect(s, id, host, port, send_buffer, receive_buffer, sys_errno);
+    if (s->conns[id].state != KP_SEL_FREE) return KP_ERR_IN_USE;
+    /* The session first: a bad server name fails before any socket exists. */
+    SSL *ssl = NULL;
+    kp_status st = kp_tls_session_new(tls, server_name ? server_name : host, &ssl, err, errlen);
+    if (st != KP_OK) return st;
+    st = kp_selector_connect(s, id, host, port, send_buffer, receive_buffer, sys_errno);
+    if (st != KP_OK) {
+        SSL_free(ssl);
+        return st;
+    }
+    s->conns[id].ssl = ssl;
+    return KP_OK;
+}
+
 /* ---- send ------------------------------------------------------------------- */
 
 static kp_status stage(kp_selector *s, int32_t id, const uint8_t *prefix, size_t prefix_len,
@@ -498,10 +559,15 @@ kp_status kp_selector_send_frame(kp_selector *s, int32_t id, const uint8_t *payl
 
 /* ---- I/O -------------------------------------------------------------------- */
 
-/* One send(2) of the rest of the staged send. Returns -1 if the connection
- * was closed. */
+static int conn_write_tls(kp_selector *s, int32_t id, kp_conn *c);
+static int conn_write_done(kp_selector *s, int32_t id, kp_conn *c);
+static int conn_read_tls(kp_selector *s, int32_t id, kp_conn *c);
+
+/* One send(2) of the rest of the staged send (TLS: SSL_write calls, see
+ * KP_SEL_TLS_WRITE_BUDGET). Returns -1 if the connection was closed. */
 static int conn_write(kp_selector *s, int32_t id, kp_conn *c)
 {
+    if (KP_UNLIKELY(c->ssl != NULL)) return conn_write_tls(s, id, c);
     size_t left = c->tx.len - c->tx_off;
     if (!left) return 0;
     ssize_t w = send(c->fd, c->tx.data + c->tx_off, left, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -514,6 +580,12 @@ static int conn_write(kp_selector *s, int32_t id, kp_conn *c)
     c->tx_off += (size_t)w;
     c->bytes_sent += (uint64_t)w;
     if (c->tx_off < c->tx.len) return 0;
+    return conn_write_done(s, id, c);
+}
+
+/* The staged send is fully written: report it. Returns -1 if closed. */
+static int conn_write_done(kp_selector *s, int32_t id, kp_conn *c)
+{
     c->tx.len = 0;
     c->tx_off = 0;
     if (c->tx.cap > KP_SEL_KEEP_TX_CAP) kp_buf_free(&c->tx);
@@ -526,10 +598,39 @@ static int64_t rx_buffered(const kp_frame_rx *rx)
     return rx->body_size < 0 ? (int64_t)rx->size_have : (int64_t)(KP_FRAME_SIZE_BYTES + rx->body.len);
 }
 
+/* Cuts data[0..n) into frames. Returns -1 if the connection was closed. */
+static int conn_feed(kp_selector *s, int32_t id, kp_conn *c, const uint8_t *data, size_t n)
+{
+    size_t pos = 0;
+    while (pos < n) {
+        size_t used = 0;
+        int complete = 0;
+        kp_error err = {0};
+        kp_status st = kp_frame_rx_feed(&c->rx, data + pos, n - pos, &used, &complete, &err);
+        pos += used;
+        if (st != KP_OK) {
+            report_disconnect(s, id, c, st, 0, st == KP_ERR_FRAME_SIZE ? err.value : 0);
+            return -1;
+        }
+        if (complete) {
+            uint8_t *body;
+            size_t blen;
+            kp_frame_rx_take(&c->rx, &body, &blen);
+            if (push_receive(s, id, body, blen) != KP_OK) {
+                free(body);
+                report_disconnect(s, id, c, KP_ERR_NOMEM, 0, (int64_t)blen);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* Reads up to KP_SEL_READ_BUDGET bytes and cuts them into frames. Returns -1
  * if the connection was closed. */
 static int conn_read(kp_selector *s, int32_t id, kp_conn *c)
 {
+    if (KP_UNLIKELY(c->ssl != NULL)) return conn_read_tls(s, id, c);
     size_t budget = KP_SEL_READ_BUDGET;
     while (budget) {
         size_t want = budget < KP_SEL_READ_CHUNK ? budget : KP_SEL_READ_CHUNK;
@@ -547,32 +648,132 @@ static int conn_read(kp_selector *s, int32_t id, kp_conn *c)
         }
         c->bytes_received += (uint64_t)r;
         budget -= (size_t)r;
-        size_t pos = 0;
-        while (pos < (size_t)r) {
-            size_t used = 0;
-            int complete = 0;
-            kp_error err = {0};
-            kp_status st = kp_frame_rx_feed(&c->rx, s->scratch + pos, (size_t)r - pos, &used,
-                                            &complete, &err);
-            pos += used;
-            if (st != KP_OK) {
-                report_disconnect(s, id, c, st, 0, st == KP_ERR_FRAME_SIZE ? err.value : 0);
-                return -1;
-            }
-            if (complete) {
-                uint8_t *body;
-                size_t blen;
-                kp_frame_rx_take(&c->rx, &body, &blen);
-                if (push_receive(s, id, body, blen) != KP_OK) {
-                    free(body);
-                    report_disconnect(s, id, c, KP_ERR_NOMEM, 0, (int64_t)blen);
-                    return -1;
-                }
-            }
-        }
+        if (conn_feed(s, id, c, s->scratch, (size_t)r) < 0) return -1;
         if ((size_t)r < want) return 0; /* short read: the socket is drained */
     }
     return 0;
+}
+
+/* ---- TLS ---------------------------------------------------------------------- */
+
+/* A failed SSL_* call (SSL_get_error() == ssl_err, errno saved as sys right
+ * after it) closes the connection: a socket error stays KP_ERR_SYS, a clean
+ * or unexpected EOF is KP_ERR_EOF (during the handshake with a detail), and
+ * everything else - certificate checks, alerts, protocol errors - is
+ * KP_ERR_TLS with OpenSSL's reason as the detail. Returns -1. */
+static int conn_tls_fail(kp_selector *s, int32_t id, kp_conn *c, int ssl_err, int sys)
+{
+    char text[KP_TLS_ERROR_MAX];
+    int eof = 0;
+    if (ssl_err == SSL_ERROR_SYSCALL) {
+        ERR_clear_error();
+        if (sys != 0) {
+            report_disconnect(s, id, c, KP_ERR_SYS, sys, 0);
+            return -1;
+        }
+        eof = 1;
+    } else if (ssl_err == SSL_ERROR_ZERO_RETURN) {
+        ERR_clear_error();
+        eof = 1; /* close_notify */
+    } else {
+        eof = kp_tls_describe_failure(c->ssl, text, sizeof text);
+    }
+    if (eof) {
+        report_disconnect_detail(s, id, c, KP_ERR_EOF, 0, rx_buffered(&c->rx),
+                                 c->tls_handshaking ? "during the TLS handshake" : NULL);
+        return -1;
+    }
+    report_disconnect_detail(s, id, c, KP_ERR_TLS, 0, 0, text);
+    return -1;
+}
+
+/* Runs SSL_connect as far as it goes now; reports "connected" when it is
+ * done. Returns -1 if the connection was closed. */
+static int conn_handshake(kp_selector *s, int32_t id, kp_conn *c)
+{
+    ERR_clear_error();
+    int rc = SSL_connect(c->ssl);
+    int sys = errno;
+    if (rc == 1) {
+        c->tls_handshaking = 0;
+        c->tls_want = 0;
+        return conn_set_connected(s, id, c);
+    }
+    int e = SSL_get_error(c->ssl, rc);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        c->tls_want = e == SSL_ERROR_WANT_READ ? KP_EV_READ : KP_EV_WRITE;
+        return conn_update_interest(s, id, c);
+    }
+    return conn_tls_fail(s, id, c, e, sys);
+}
+
+/* TCP is connected: hand the socket to OpenSSL and send the ClientHello. */
+static int conn_start_tls(kp_selector *s, int32_t id, kp_conn *c)
+{
+    kp_status st = kp_tls_session_set_fd(c->ssl, c->fd);
+    if (st != KP_OK) {
+        report_disconnect(s, id, c, st, 0, 0);
+        return -1;
+    }
+    c->tls_handshaking = 1;
+    return conn_handshake(s, id, c);
+}
+
+/* SSL_write until the staged send is written, the socket is full, or
+ * KP_SEL_TLS_WRITE_BUDGET bytes went out. In partial-write mode each
+ * successful SSL_write has flushed its records to the kernel; after
+ * WANT_WRITE the same bytes are offered again (SSL_write(3) requires it). */
+static int conn_write_tls(kp_selector *s, int32_t id, kp_conn *c)
+{
+    size_t budget = KP_SEL_TLS_WRITE_BUDGET;
+    while (c->tx_off < c->tx.len && budget) {
+        size_t left = c->tx.len - c->tx_off;
+        int n = left > (size_t)INT32_MAX ? INT32_MAX : (int)left;
+        ERR_clear_error();
+        int w = SSL_write(c->ssl, c->tx.data + c->tx_off, n);
+        int sys = errno;
+        if (w <= 0) {
+            int e = SSL_get_error(c->ssl, w);
+            if (e == SSL_ERROR_WANT_WRITE) return 0;
+            if (e == SSL_ERROR_WANT_READ) { /* renegotiation: wait for the peer's bytes */
+                c->tls_write_wants_read = 1;
+                return conn_update_interest(s, id, c);
+            }
+            return conn_tls_fail(s, id, c, e, sys);
+        }
+        c->tx_off += (size_t)w;
+        c->bytes_sent += (uint64_t)w;
+        budget -= (size_t)w < budget ? (size_t)w : budget;
+    }
+    if (c->tx_off < c->tx.len) return 0;
+    return conn_write_done(s, id, c);
+}
+
+/* SSL_read up to KP_SEL_READ_BUDGET plaintext bytes, then on while OpenSSL
+ * still holds buffered bytes (epoll cannot report those). */
+static int conn_read_tls(kp_selector *s, int32_t id, kp_conn *c)
+{
+    size_t budget = KP_SEL_READ_BUDGET;
+    c->tls_read_wants_write = 0;
+    while (budget || SSL_has_pending(c->ssl)) {
+        ERR_clear_error();
+        int r = SSL_read(c->ssl, s->scratch, KP_SEL_READ_CHUNK);
+        int sys = errno;
+        if (r <= 0) {
+            int e = SSL_get_error(c->ssl, r);
+            if (e == SSL_ERROR_WANT_READ) break;
+            if (e == SSL_ERROR_WANT_WRITE) {
+                c->tls_read_wants_write = 1;
+                break;
+            }
+            return conn_tls_fail(s, id, c, e, sys);
+        }
+        c->bytes_received += (uint64_t)r;
+        budget -= (size_t)r < budget ? (size_t)r : budget;
+        if (conn_feed(s, id, c, s->scratch, (size_t)r) < 0) return -1;
+    }
+    c->tls_write_wants_read = 0; /* what the write waited for may have come */
+    return conn_update_interest(s, id, c);
 }
 
 /* SO_ERROR of a connecting socket decides its outcome. */
@@ -585,6 +786,7 @@ static int conn_finish_connect(kp_selector *s, int32_t id, kp_conn *c)
         report_disconnect(s, id, c, KP_ERR_SYS, err, 0);
         return -1;
     }
+    if (c->ssl) return conn_start_tls(s, id, c);
     return conn_set_connected(s, id, c);
 }
 
@@ -592,6 +794,10 @@ void kp_selector_release_results(kp_selector *s)
 {
     if (!s) return;
     for (size_t i = 0; i < s->res.n_received; i++) free(s->received[i].data);
+    for (size_t i = 0; i < s->res.n_disconnected; i++) {
+        free(s->disconnected[i].detail);
+        s->disconnected[i].detail = NULL;
+    }
     s->res.n_received = 0;
     s->res.n_connected = 0;
     s->res.n_disconnected = 0;
@@ -627,6 +833,8 @@ kp_status kp_selector_poll(kp_selector *s, int timeout_ms, const kp_sel_results 
             s->n_pending--;
             if (c->pending_errno)
                 report_disconnect(s, id, c, KP_ERR_SYS, c->pending_errno, 0);
+            else if (c->ssl)
+                (void)conn_start_tls(s, id, c);
             else
                 (void)conn_set_connected(s, id, c);
         }
@@ -654,15 +862,25 @@ kp_status kp_selector_poll(kp_selector *s, int timeout_ms, const kp_sel_results 
         kp_conn *c = &s->conns[id];
         if (c->gen != (uint32_t)(token >> 32) || c->fd < 0 || c->state == KP_SEL_FREE) continue;
         if (c->state == KP_SEL_CONNECTING) {
-            if (!(flags & (KP_EV_WRITE | KP_EV_ERROR | KP_EV_HUP))) continue;
-            if (conn_finish_connect(s, id, c) < 0) continue;
-            /* Writable now: a send staged during the connect goes out at once. */
-            if (c->tx.len && (flags & KP_EV_WRITE)) (void)conn_write(s, id, c);
+            if (c->tls_handshaking) {
+                if (conn_handshake(s, id, c) < 0) continue;
+            } else {
+                if (!(flags & (KP_EV_WRITE | KP_EV_ERROR | KP_EV_HUP))) continue;
+                if (conn_finish_connect(s, id, c) < 0) continue;
+            }
+            /* Connected now (TLS: maybe still handshaking): a send staged
+             * during the connect goes out at once. */
+            if (c->state == KP_SEL_CONNECTED && c->tx.len && (flags & KP_EV_WRITE))
+                (void)conn_write(s, id, c);
             continue;
         }
-        /* Read first: frames that arrived before an error are still delivered. */
-        if ((flags & (KP_EV_READ | KP_EV_ERROR | KP_EV_HUP)) && conn_read(s, id, c) < 0) continue;
-        if ((flags & KP_EV_WRITE) && c->tx.len) (void)conn_write(s, id, c);
+        /* Read first: frames that arrived before an error are still delivered.
+         * TLS also reads when writable if SSL_read waited for that. */
+        if (((flags & (KP_EV_READ | KP_EV_ERROR | KP_EV_HUP)) ||
+             (KP_UNLIKELY(c->tls_read_wants_write) && (flags & KP_EV_WRITE))) &&
+            conn_read(s, id, c) < 0)
+            continue;
+        if ((flags & KP_EV_WRITE) && c->tx.len && !c->tls_write_wants_read) (void)conn_write(s, id, c);
     }
     return KP_OK;
 }

@@ -17,6 +17,12 @@
  *                      disconnected / completed sends / completed receives.
  *   close(id)          closes at once; no event is reported for it.
  *
+ * TLS: kp_selector_connect_tls gives the connection an OpenSSL session (see
+ * kp_tls.h). The handshake runs inside poll after the TCP connect, and
+ * "connected" means the handshake is done; sends and receives carry the same
+ * frames as on plaintext connections. A plaintext connection never touches
+ * OpenSSL.
+ *
  * Contracts
  * - Threads: a selector is used by one thread at a time, except
  *   kp_selector_wakeup, which any thread (or a signal handler) may call while
@@ -60,6 +66,21 @@
  *                      held at that moment (0: closed at a frame boundary)
  *   KP_ERR_FRAME_SIZE  value = the bad size (negative or > max_frame_size)
  *   KP_ERR_NOMEM       a frame body could not be allocated
+ *   KP_ERR_TLS         the TLS handshake failed (certificate verification,
+ *                      an alert from the server, a protocol error) or a TLS
+ *                      record could not be read or written; detail holds
+ *                      OpenSSL's reason, e.g. "certificate verify failed:
+ *                      hostname mismatch (...)" or "tlsv13 alert certificate
+ *                      required"
+ *   (TLS connections also report KP_ERR_SYS and KP_ERR_EOF as above; an EOF
+ *   during the handshake has the detail "during the TLS handshake".)
+ *
+ * TLS differences in the I/O contract: a staged send is written with
+ * SSL_write calls until the socket is full or KP_SEL_TLS_WRITE_BUDGET bytes
+ * went out in this poll (one SSL_write moves one 16 KiB record); "sent" then
+ * means every record of it was accepted by the kernel, and bytes_sent /
+ * bytes_received count plaintext bytes. Reads stop at the same budget, but
+ * never leave bytes buffered inside OpenSSL, where epoll could not see them.
  *
  * Linux epoll only; every epoll call sits in the "poller" section of
  * kp_selector.c so a kqueue backend can replace that section alone.
@@ -70,12 +91,18 @@
 #include <sys/socket.h>
 #include "kp_common.h"
 
+struct kp_tls_ctx; /* kp_tls.h */
+
 /* Largest number of bytes read from one connection in one poll. Reads are
  * recv(2) calls of up to KP_SEL_READ_CHUNK bytes, stopping early at a short
  * read (socket drained) or EAGAIN. Level-triggered epoll reports whatever is
  * left on the next poll, so one fast connection cannot starve the others. */
 #define KP_SEL_READ_CHUNK (64 * 1024)
 #define KP_SEL_READ_BUDGET (256 * 1024)
+
+/* Largest number of plaintext bytes SSL_write'n to one TLS connection in one
+ * poll (plaintext connections: one send(2), which the socket buffer bounds). */
+#define KP_SEL_TLS_WRITE_BUDGET (1024 * 1024)
 
 /* Upper bound on max_connections (ids are 0..max_connections-1). */
 #define KP_SEL_MAX_CONNECTIONS 65536
@@ -92,7 +119,9 @@ typedef struct kp_sel_disconnect {
     kp_status status;   /* KP_ERR_SYS, KP_ERR_EOF, KP_ERR_FRAME_SIZE, KP_ERR_NOMEM */
     int sys_errno;      /* errno for KP_ERR_SYS, else 0 */
     int64_t value;      /* see "Disconnect reasons" above */
-    int was_connected;  /* 0: the connect itself failed */
+    int was_connected;  /* 0: the connect itself failed (TLS: or its handshake) */
+    char *detail;       /* NUL-terminated extra reason text (KP_ERR_TLS, a TLS EOF) or NULL;
+                           owned by the selector, valid as long as the results */
 } kp_sel_disconnect;
 
 typedef struct kp_sel_receive {
@@ -147,6 +176,16 @@ kp_status kp_selector_connect(kp_selector *s, int32_t id, const char *host, int 
 kp_status kp_selector_connect_addr(kp_selector *s, int32_t id, const struct sockaddr *addr,
                                    socklen_t addrlen, int send_buffer, int receive_buffer,
                                    int *sys_errno);
+
+/* kp_selector_connect over TLS: `tls` supplies the session (NULL: plaintext,
+ * exactly kp_selector_connect); server_name is the name the certificate must
+ * carry and the SNI (NULL: host). Fails before anything is connected with
+ * KP_ERR_TLS (err filled, e.g. an unusable server name) or KP_ERR_NOMEM,
+ * otherwise as kp_selector_connect. err may be NULL. */
+kp_status kp_selector_connect_tls(kp_selector *s, int32_t id, const char *host, int port,
+                                  int send_buffer, int receive_buffer, const struct kp_tls_ctx *tls,
+                                  const char *server_name, int *sys_errno, char *err,
+                                  size_t errlen);
 
 /* Stages data[0..len) (already framed) as the connection's one send; copies it.
  * KP_ERR_INVALID (id out of range, len 0, NULL data), KP_ERR_NOT_FOUND (no

@@ -19,6 +19,8 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock,
                                PyThread_acquire_lock, PyThread_release_lock, WAIT_LOCK, NOWAIT_LOCK)
 from cpython.unicode cimport PyUnicode_Check
+from cpython.long cimport PyLong_CheckExact
+from cpython.number cimport PyIndex_Check
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uintptr_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 from libc.stdlib cimport calloc, free
@@ -303,10 +305,49 @@ cdef inline bint _field_bytes(object obj, Py_buffer *view, const uint8_t **ptr, 
         return False
     if PyUnicode_Check(obj):
         raise TypeError(f"{what} must be bytes-like or None, not str (set {what}_serializer)")
-    PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+    try:
+        PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+    except TypeError:
+        raise TypeError(f"{what} must be bytes-like or None, not {type(obj).__name__} "
+                        f"(set {what}_serializer)") from None
     ptr[0] = <const uint8_t *>view.buf
     length[0] = view.len
     return True
+
+
+cdef Py_ssize_t _headers_size(_HeaderScratch scratch, Py_ssize_t nh):
+    """Upper bound of the encoded size of the ``nh`` headers held in ``scratch``."""
+    cdef Py_ssize_t i, size = 0
+    for i in range(nh):
+        size += <Py_ssize_t>scratch.items[i].key_len + 10
+        if scratch.items[i].value_len > 0:
+            size += <Py_ssize_t>scratch.items[i].value_len
+    return size
+
+
+cdef inline Py_ssize_t _record_need(int64_t klen, int64_t vlen, Py_ssize_t headers_size):
+    """Upper bound of one record's size in a batch of its own (what max.request.size and
+    buffer.memory are checked against)."""
+    return (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + RECORD_OVERHEAD + headers_size
+
+
+cdef inline int64_t _index_arg(object v, str name, str what) except? -1:
+    """An integer argument (an int or anything with __index__, such as a NumPy integer;
+    never a bool or a float, which Python would silently truncate) as int64."""
+    if not PyLong_CheckExact(v):
+        if isinstance(v, bool) or not PyIndex_Check(v):
+            raise TypeError(f"{name} must be {what}, not {type(v).__name__}")
+        v = v.__index__()
+    try:
+        return v
+    except OverflowError:
+        raise ValueError(f"{name} {v} is out of range") from None
+
+
+cdef inline int32_t _partition_in_range(int64_t partition, int32_t n, str topic) except -1:
+    if partition < 0 or partition >= n:
+        raise ValueError(f"partition {partition} is not in the range [0...{n - 1}] of topic {topic!r}")
+    return <int32_t>partition
 
 
 cdef inline RecordFuture make_future(BatchResult result, int32_t index, int64_t timestamp):
@@ -428,6 +469,7 @@ cdef class _ColumnSource:
     objects and buffers it points into alive for the duration of the call."""
     cdef Column col
     cdef Py_ssize_t n
+    cdef Py_ssize_t max_len   # longest record (0 when all null): sizes are checked before queueing
     cdef list keep
     cdef list views
 
@@ -437,6 +479,7 @@ cdef class _ColumnSource:
 
     cdef int setup(self, object obj, str what) except -1:
         self.col.kind = COL_NONE
+        self.max_len = 0
         if obj is None:
             self.n = -1
             return 0
@@ -459,7 +502,10 @@ cdef class _ColumnSource:
         cdef PyObject *o
         for i in range(self.n):
             o = self.col.items[i]
-            if not _bytes_check_exact(o) and o != <PyObject *>None:
+            if _bytes_check_exact(o):
+                if _bytes_size(o) > self.max_len:
+                    self.max_len = _bytes_size(o)
+            elif o != <PyObject *>None:
                 if isinstance(<object>o, str):
                     raise TypeError(f"{what}[{i}] is a str: send_many takes bytes (encode it first)")
                 raise TypeError(f"{what}[{i}] must be bytes or None, not {type(<object>o).__name__}")
@@ -480,6 +526,7 @@ cdef class _ColumnSource:
             self.n = arr.shape[0]
             self.col.kind = COL_FIXED
             self.col.itemsize = arr.dtype.itemsize
+            self.max_len = self.col.itemsize
             self.col.data = <const uint8_t *><uintptr_t>arr.__array_interface__["data"][0]
             return 0
         if kind == "U":
@@ -510,6 +557,14 @@ cdef class _ColumnSource:
             self.col.off64 = <const int64_t *>offsets
         self.col.data = self._pointer(bufs[2]) if bufs[2] is not None else <const uint8_t *>""
         self.keep.append(arr)
+        cdef Py_ssize_t j, size
+        for j in range(self.col.start, self.col.start + self.n):
+            if self.col.kind == COL_ARROW32:
+                size = self.col.off32[j + 1] - self.col.off32[j]
+            else:
+                size = self.col.off64[j + 1] - self.col.off64[j]
+            if size > self.max_len:
+                self.max_len = size
         return 0
 
     cdef const uint8_t *_pointer(self, object buf) except? NULL:
@@ -871,6 +926,7 @@ cdef class RecordAccumulator:
         cdef ProducerBatch b
         cdef bint wake = False
         cdef int32_t fixed_p
+        cdef int64_t want_p = -1
         cdef Py_buffer kview, vview
         cdef bint khave = False, vhave = False
         cdef RecordFuture fut
@@ -881,9 +937,14 @@ cdef class RecordAccumulator:
         if timestamp is None:
             ts = now
         else:
-            ts = timestamp
+            ts = _index_arg(timestamp, "timestamp_ms", "an int (ms since the epoch) or None")
             if ts < 0:
                 raise ValueError(f"timestamp_ms must be >= 0, got {ts}")
+        if partition is not None:
+            want_p = _index_arg(partition, "partition", "an int or None")
+        if on_delivery is not None and not callable(on_delivery):
+            raise TypeError(f"on_delivery must be callable(err, metadata) or None, "
+                            f"not {type(on_delivery).__name__}")
 
         self._acquire()
         try:
@@ -906,9 +967,7 @@ cdef class RecordAccumulator:
 
                 fixed_p = -1
                 if partition is not None:
-                    fixed_p = partition
-                    if fixed_p < 0 or fixed_p >= n:
-                        raise ValueError(f"partition {fixed_p} is not in the range [0...{n - 1}] of topic {topic!r}")
+                    fixed_p = _partition_in_range(want_p, n, topic)
                 p = self._place(st, fixed_p, ts, kptr, klen, vptr, vlen, nh, now, &wake)
                 if p < 0:
                     if wake and self._wakeup is not None:
@@ -929,6 +988,30 @@ cdef class RecordAccumulator:
             self._wakeup()
         return fut
 
+    def check_fields(self, key, value, headers):
+        """Validates a record's key, value and headers (types and size) without queueing
+        it: the slow path calls this before waiting for a topic's metadata, so a bad
+        record fails at once. A private scratch: the shared one belongs to the lock holder."""
+        cdef Py_buffer kview, vview
+        cdef bint khave = False, vhave = False
+        cdef const uint8_t *ptr
+        cdef int64_t klen = -1, vlen = -1
+        cdef _HeaderScratch check = _HeaderScratch()
+        cdef Py_ssize_t nh = 0, need
+        try:
+            khave = _field_bytes(key, &kview, &ptr, &klen, "key")
+            vhave = _field_bytes(value, &vview, &ptr, &vlen, "value")
+            if headers is not None:
+                nh = check.fill(headers, 0)
+            need = _record_need(klen, vlen, _headers_size(check, nh))
+            if need > self.max_request_size or need > self.pool.total:
+                self._too_large(need, -1)
+        finally:
+            if khave:
+                PyBuffer_Release(&kview)
+            if vhave:
+                PyBuffer_Release(&vview)
+
     cdef int _place(self, _TopicState st, int32_t fixed_p, int64_t ts, const uint8_t *kptr, int64_t klen,
                     const uint8_t *vptr, int64_t vlen, Py_ssize_t nh, int64_t now, bint *wake) except -2:
         """Places one record (the lock is held): its partition is ``fixed_p`` when >= 0,
@@ -940,16 +1023,13 @@ cdef class RecordAccumulator:
         cdef int32_t p
         cdef int appended
         cdef bint sticky = False
-        cdef Py_ssize_t need = (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + RECORD_OVERHEAD
+        cdef Py_ssize_t need = _record_need(klen, vlen, 0)
         cdef ProducerBatch b
         cdef kp_status kst
         if nh:
-            need += self._headers_size(nh)
+            need += _headers_size(self._scratch, nh)
         if need > self.max_request_size or need > self.pool.total:
-            raise RecordTooLargeError(
-                f"the record is {need} bytes when serialized, larger than "
-                f"{'max.request.size' if need > self.max_request_size else 'buffer.memory'}="
-                f"{self.max_request_size if need > self.max_request_size else self.pool.total}")
+            self._too_large(need, -1)
         if fixed_p >= 0:
             p = fixed_p
         elif klen >= 0 and not self.ignore_keys:
@@ -1006,13 +1086,16 @@ cdef class RecordAccumulator:
         st.open_batches[p] = None
         return FILLED
 
-    cdef Py_ssize_t _headers_size(self, Py_ssize_t nh):
-        cdef Py_ssize_t i, size = 0
-        for i in range(nh):
-            size += <Py_ssize_t>self._scratch.items[i].key_len + 10
-            if self._scratch.items[i].value_len > 0:
-                size += <Py_ssize_t>self._scratch.items[i].value_len
-        return size
+    cdef int _too_large(self, Py_ssize_t need, Py_ssize_t index) except -1:
+        """Raises RecordTooLargeError for a record of ``need`` bytes (record ``index`` of
+        a send_many call, or -1): the producer checks max.request.size itself, as Java's
+        does, since a broker may not (Tansu never does)."""
+        if need > self.max_request_size:
+            limit = f"max.request.size={self.max_request_size}"
+        else:
+            limit = f"buffer.memory={self.pool.total}"
+        raise RecordTooLargeError(f"{'' if index < 0 else f'record {index}: '}the record is {need} bytes "
+                                  f"when serialized, larger than {limit}")
 
     def append_many(self, str topic, values, keys=None, partition=None, timestamps=None,
                     headers=None, on_delivery=None, bint futures=False, double max_block_s=60.0):
@@ -1054,21 +1137,33 @@ cdef class RecordAccumulator:
         np_ = st.num_partitions
         st.touched = True
         if partition is not None:
-            fixed_p = partition
-            if fixed_p < 0 or fixed_p >= np_:
-                raise ValueError(f"partition {fixed_p} is not in the range [0...{np_ - 1}] of topic {topic!r}")
+            fixed_p = _partition_in_range(_index_arg(partition, "partition", "an int or None"), np_, topic)
         # timestamps: None (now), one int for all, or one per record (sequence or int64 array)
+        if on_delivery is not None and not callable(on_delivery):
+            raise TypeError(f"send_many: on_delivery must be callable(err, metadata) or None, "
+                            f"not {type(on_delivery).__name__}")
         ts_keep = None
         if timestamps is not None:
-            if isinstance(timestamps, int):
-                fixed_ts = timestamps
+            if isinstance(timestamps, (str, bytes, bytearray, memoryview)):
+                raise TypeError(f"send_many: timestamps must be an int (ms) or a sequence of them, "
+                                f"not {type(timestamps).__name__}")
+            if PyIndex_Check(timestamps) and getattr(timestamps, "ndim", 0) == 0:
+                fixed_ts = _index_arg(timestamps, "send_many: timestamps", "an int (ms) or a sequence")
+                if fixed_ts < 0:
+                    raise ValueError(f"send_many: timestamps must be >= 0 (ms), got {fixed_ts}")
             elif hasattr(timestamps, "dtype") and hasattr(timestamps, "__array_interface__"):
+                if timestamps.dtype.kind not in "iu" or timestamps.ndim != 1:
+                    raise TypeError(f"send_many: a timestamps array must be 1-dimensional of integers "
+                                    f"(ms), not {timestamps.ndim}-dimensional {timestamps.dtype}")
                 ts_keep = timestamps.astype("int64", copy=False)
                 if not ts_keep.flags["C_CONTIGUOUS"]:
                     ts_keep = ts_keep.copy()
                 if ts_keep.shape[0] != n:
                     raise ValueError(f"send_many: {ts_keep.shape[0]} timestamps for {n} values")
                 ts_array = <const int64_t *><uintptr_t>ts_keep.__array_interface__["data"][0]
+                for j in range(n):
+                    if ts_array[j] < 0:
+                        raise ValueError(f"send_many: timestamps[{j}] must be >= 0 (ms), got {ts_array[j]}")
             else:
                 ts_keep = PySequence_Fast(timestamps, b"send_many: timestamps must be an int or a sequence")
                 if PySequence_Fast_GET_SIZE(ts_keep) != n:
@@ -1093,6 +1188,7 @@ cdef class RecordAccumulator:
                     raise ValueError(f"send_many: {PySequence_Fast_GET_SIZE(hdr_keep)} header lists for {n} values")
                 per_record_headers = True
                 hdr_items = PySequence_Fast_ITEMS(hdr_keep)
+        self._check_many(vsrc, ksrc, n, hdr_all, hdr_items)
         res = SendManyResult(n)
         # Per partition, the run of this call's records in its current batch: they are
         # contiguous there while the lock is held, so each batch gets one range.
@@ -1178,6 +1274,38 @@ cdef class RecordAccumulator:
             ksrc.release()
             free(run_batch); free(run_first); free(run_count)
         return res
+
+    cdef int _check_many(self, _ColumnSource vsrc, _ColumnSource ksrc, Py_ssize_t n, object hdr_all,
+                         PyObject **hdr_items) except -1:
+        """Checks send_many's headers (types) and record sizes before anything is queued,
+        so a bad record fails the whole call. A private scratch: the shared one belongs
+        to the lock holder. Sizes are checked one by one only when the longest key, value
+        and headers together could exceed a limit."""
+        cdef _HeaderScratch check = _HeaderScratch()
+        cdef Py_ssize_t j, hsize = 0, hmax = 0
+        cdef const uint8_t *ptr
+        cdef int64_t klen, vlen
+        if hdr_all is not None:
+            hmax = _headers_size(check, check.fill(hdr_all, 0))
+        elif hdr_items != NULL:
+            for j in range(n):
+                if hdr_items[j] != <PyObject *>None:
+                    hsize = _headers_size(check, check.fill(<object>hdr_items[j], j))
+                    if hsize > hmax:
+                        hmax = hsize
+        if _record_need(ksrc.max_len, vsrc.max_len, hmax) <= min(self.max_request_size, self.pool.total):
+            return 0
+        for j in range(n):
+            column_get(&vsrc.col, j, &ptr, &vlen)
+            column_get(&ksrc.col, j, &ptr, &klen)
+            if hdr_items != NULL:
+                hsize = 0 if hdr_items[j] == <PyObject *>None else \
+                    _headers_size(check, check.fill(<object>hdr_items[j], j))
+            else:
+                hsize = hmax
+            if _record_need(klen, vlen, hsize) > min(self.max_request_size, self.pool.total):
+                self._too_large(_record_need(klen, vlen, hsize), j)
+        return 0
 
     cdef int32_t _pick_sticky(self, _TopicState st) except -1:
         cdef int32_t p

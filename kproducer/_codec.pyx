@@ -535,6 +535,19 @@ def encode_batch(records, *, compression="none", compression_level=None,
     return out
 
 
+cdef size_t record_field_at(const uint8_t *buf, size_t len, size_t start, bint offset_delta) noexcept:
+    """Where TimestampDelta (or OffsetDelta) starts in the record at ``start``, which
+    kp_record_read already validated: for error offsets only, so the hot loop keeps none."""
+    cdef size_t p = start
+    cdef int32_t i32
+    cdef int64_t i64
+    kp_varint_read(buf, len, &p, &i32)      # Length
+    p += 1                                  # Attributes
+    if offset_delta:
+        kp_varlong_read(buf, len, &p, &i64)
+    return p
+
+
 cdef inline object opt_bytes(const uint8_t *p, int32_t n):
     if n < 0:
         return None
@@ -552,7 +565,7 @@ def decode_batch(data):
     cdef kp_status st
     cdef kp_record_view rv
     cdef kp_header hd
-    cdef size_t pos, hpos, base, rlen
+    cdef size_t pos, hpos, base, rlen, start
     cdef const uint8_t *rbuf
     cdef int32_t i, j
     cdef int codec
@@ -590,6 +603,7 @@ def decode_batch(data):
                 raise CorruptRecordError(
                     f"{where}: RecordsCount {info.records_count} at byte 57 but only {i} records present",
                     field="RecordsCount", offset=57)
+            start = pos
             st = kp_record_read(rbuf, rlen, &pos, &rv, &err, base)
             if st != KP_OK:
                 raise_kp_error(st, &err, f"{where}, record {i}", CorruptRecordError)
@@ -600,18 +614,24 @@ def decode_batch(data):
                 try:
                     hkey = (<const char *>hd.key)[:hd.key_len].decode("utf-8")
                 except UnicodeDecodeError:
-                    raise CorruptRecordError(f"{where}, record {i}: header {j} key is not valid UTF-8",
-                                             field="HeaderKey", offset=None) from None
+                    at = base + <size_t>(hd.key - rbuf)
+                    raise CorruptRecordError(f"{where}, record {i}: header {j} key at byte {at} is not valid UTF-8",
+                                             field="HeaderKey", offset=at) from None
                 headers.append((hkey, opt_bytes(hd.value, <int32_t>hd.value_len)))
             if not prev_delta < rv.offset_delta <= info.last_offset_delta:
+                at = base + record_field_at(rbuf, rlen, start, True)
                 raise CorruptRecordError(
-                    f"{where}, record {i}: OffsetDelta {rv.offset_delta} is not in "
-                    f"{prev_delta + 1}..{info.last_offset_delta}", field="OffsetDelta", offset=None)
+                    f"{where}, record {i}: OffsetDelta {rv.offset_delta} at byte {at} is not in "
+                    f"{prev_delta + 1}..{info.last_offset_delta}", field="OffsetDelta", offset=at)
             prev_delta = rv.offset_delta
+            # Checked before adding: int64 overflow is undefined behaviour in C (and a
+            # wrapped timestamp would pass for a LogAppendTime batch).
+            if ((rv.timestamp_delta > 0 and info.base_timestamp > INT64_MAX_ - rv.timestamp_delta) or
+                    (rv.timestamp_delta < 0 and info.base_timestamp < INT64_MIN_ - rv.timestamp_delta)):
+                at = base + record_field_at(rbuf, rlen, start, False)
+                raise CorruptRecordError(f"{where}, record {i}: BaseTimestamp + TimestampDelta at byte {at} "
+                                         f"overflows int64", field="TimestampDelta", offset=at)
             ts = info.base_timestamp + rv.timestamp_delta
-            if not -(2**63) <= ts < 2**63:
-                raise CorruptRecordError(f"{where}, record {i}: BaseTimestamp + TimestampDelta overflows int64",
-                                         field="TimestampDelta", offset=None)
             if seen_max is None or ts > seen_max:
                 seen_max = ts
             records.append(Record(rv.offset_delta, info.max_timestamp if log_append else ts,

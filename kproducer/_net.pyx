@@ -10,6 +10,10 @@ above it matches responses to requests.
 
 Status codes from the C selector become exceptions in ``_raise`` below, with
 the connection id and the errno text in the message.
+
+TLS: a :class:`TlsContext` (OpenSSL, csrc/kp_tls.c) passed to
+:meth:`Selector.connect` makes that connection run the TLS handshake inside
+:meth:`Selector.poll`; it is reported connected once the handshake is done.
 """
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
@@ -19,13 +23,14 @@ from libc.limits cimport INT_MAX
 
 from kproducer._cdefs.common cimport *
 from kproducer._cdefs.selector cimport *
+from kproducer._cdefs.tls cimport *
 
 import errno as _errno
 import math as _math
 import os as _os
 from collections import namedtuple
 
-from kproducer.errors import NetworkError
+from kproducer.errors import ConfigError, NetworkError
 
 # Largest frame a Selector accepts by default (Kafka's socket.request.max.bytes).
 DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
@@ -33,19 +38,26 @@ DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 READ_BUDGET = KP_SEL_READ_BUDGET
 READ_CHUNK = KP_SEL_READ_CHUNK
 MAX_CONNECTIONS = KP_SEL_MAX_CONNECTIONS
+# Plaintext bytes written to one TLS connection per poll at most.
+TLS_WRITE_BUDGET = KP_SEL_TLS_WRITE_BUDGET
 
 # Sends up to this size are copied with the GIL held (cheaper than releasing it).
 cdef size_t _NOGIL_COPY_MIN = 64 * 1024
 
-PollResult = namedtuple("PollResult", "connected disconnected sent received woken")
+PollResult = namedtuple("PollResult", "connected disconnected sent received woken tls_failed",
+                        defaults=((),))
 PollResult.__doc__ = """What one :meth:`Selector.poll` observed.
 
-``connected``: ids whose connect completed. ``disconnected``: ``(id, reason)``
-pairs (the id is free again; ``reason`` is a human-readable string such as
-``"connect failed: Connection refused (ECONNREFUSED)"``). ``sent``: ids whose
-staged send was fully written. ``received``: ``(id, frame_body)`` pairs in
-arrival order (size prefix stripped). ``woken``: :meth:`Selector.wakeup` was
-called. Each id appears at most once in ``connected``, ``sent`` and
+``connected``: ids whose connect (and TLS handshake) completed.
+``disconnected``: ``(id, reason)`` pairs (the id is free again; ``reason`` is a
+human-readable string such as ``"connect failed: Connection refused
+(ECONNREFUSED)"`` or ``"TLS handshake failed: certificate verify failed:
+hostname mismatch (...)"``). ``sent``: ids whose staged send was fully
+written. ``received``: ``(id, frame_body)`` pairs in arrival order (size
+prefix stripped). ``woken``: :meth:`Selector.wakeup` was called.
+``tls_failed``: the ids of ``disconnected`` that failed in TLS itself
+(certificate verification, an alert from the server, a protocol error), not
+in the network. Each id appears at most once in ``connected``, ``sent`` and
 ``disconnected``; frames received before a disconnect in the same poll are
 complete and are listed in ``received``.
 """
@@ -65,12 +77,18 @@ cdef str _errno_text(int e):
 
 
 cdef str _reason(const kp_sel_disconnect *d, int32_t max_frame):
+    detail = d.detail.decode("utf-8", "replace") if d.detail != NULL else None
+    if d.status == KP_ERR_TLS:
+        what = "TLS error: " if d.was_connected else "TLS handshake failed: "
+        return what + (detail or "out of memory for the error text")
     if d.status == KP_ERR_SYS:
         text = _errno_text(d.sys_errno)
         return text if d.was_connected else "connect failed: " + text
     if d.status == KP_ERR_EOF:
         if d.value:
             return f"connection closed by peer mid-frame ({d.value} bytes of an incomplete frame received)"
+        if detail:
+            return f"connection closed by peer {detail}"
         return "connection closed by peer"
     if d.status == KP_ERR_FRAME_SIZE:
         return f"invalid frame size {d.value} (must be 0..{max_frame}); the stream is lost"
@@ -79,8 +97,9 @@ cdef str _reason(const kp_sel_disconnect *d, int32_t max_frame):
     return f"error code {<int>d.status}"
 
 
-cdef int _raise(kp_status st, int sys_errno, int32_t conn_id, str what) except -1:
-    """Raises the exception for a failed selector call."""
+cdef int _raise(kp_status st, int sys_errno, int32_t conn_id, str what, str detail=None) except -1:
+    """Raises the exception for a failed selector call (``detail``: the C
+    layer's text for KP_ERR_TLS)."""
     prefix = f"connection {conn_id}: {what}"
     if st == KP_ERR_NOMEM:
         raise MemoryError(f"{prefix}: out of memory")
@@ -103,7 +122,97 @@ cdef int _raise(kp_status st, int sys_errno, int32_t conn_id, str what) except -
     if st == KP_ERR_SYS:
         raise NetworkError(f"{prefix} failed: {_errno_text(sys_errno)}", conn_id=conn_id,
                            errno=sys_errno)
+    if st == KP_ERR_TLS:
+        raise NetworkError(f"{prefix}: TLS: {detail or 'error'}", conn_id=conn_id)
     raise NetworkError(f"{prefix}: error code {<int>st}", conn_id=conn_id)
+
+
+_TLS_INPUTS = {KP_TLS_INPUT_CA: "cafile", KP_TLS_INPUT_CERT: "certfile", KP_TLS_INPUT_KEY: "keyfile"}
+
+
+cdef bytes _path_arg(object path, str name):
+    if path is None:
+        return None
+    p = _os.fsencode(path)
+    if not p or b"\0" in p:
+        raise ValueError(f"TlsContext: {name} must be a non-empty path without NUL bytes")
+    return p
+
+
+cdef class TlsContext:
+    """Client-side TLS settings (an OpenSSL ``SSL_CTX``) for :meth:`Selector.connect`.
+
+    ``TlsContext(cafile=None, certfile=None, keyfile=None, password=None, *,
+    verify=True, check_hostname=True)``: ``cafile`` is a PEM bundle of the CA
+    certificates that may sign brokers (None: the system's store);
+    ``certfile`` a PEM client certificate chain for mutual TLS, with its
+    private key in ``keyfile`` or, when that is None, in ``certfile`` too;
+    ``password`` decrypts an encrypted key and is not kept. ``verify=False``
+    accepts any server certificate (tests only). ``check_hostname`` checks
+    the server's certificate against the name given to
+    :meth:`Selector.connect` (DNS or IP subjectAltName). TLS 1.2 or later.
+
+    Unusable files raise :class:`~kproducer.errors.ConfigError` with OpenSSL's
+    reason; its ``tls_input`` attribute says which argument was at fault
+    (``"cafile"``, ``"certfile"``, ``"keyfile"`` or None). A context can be
+    shared by any number of connections and selectors; connections keep
+    working after it is garbage collected.
+    """
+    cdef kp_tls_ctx *ctx
+    cdef readonly object cafile
+    cdef readonly object certfile
+    cdef readonly object keyfile
+    cdef readonly bint verify
+    cdef readonly bint check_hostname
+
+    def __cinit__(self, cafile=None, certfile=None, keyfile=None, password=None, *,
+                  bint verify=True, bint check_hostname=True):
+        cdef kp_tls_config cfg
+        cdef kp_tls_input what = KP_TLS_INPUT_NONE
+        cdef char err[KP_TLS_ERROR_MAX]
+        cdef kp_status st
+        cdef bytes ca = _path_arg(cafile, "cafile")
+        cdef bytes cert = _path_arg(certfile, "certfile")
+        cdef bytes key = _path_arg(keyfile, "keyfile")
+        cdef bytes pw = None
+        if password is not None:
+            pw = password.encode("utf-8") if isinstance(password, str) else bytes(password)
+            if b"\0" in pw:
+                raise ValueError("TlsContext: the key password must not contain NUL bytes")
+        if key is not None and cert is None:
+            raise ValueError("TlsContext: keyfile needs certfile (the client certificate)")
+        cfg.ca_file = <const char *>ca if ca is not None else NULL
+        cfg.cert_file = <const char *>cert if cert is not None else NULL
+        cfg.key_file = <const char *>key if key is not None else NULL
+        cfg.key_password = <const char *>pw if pw is not None else NULL
+        cfg.verify_peer = verify
+        cfg.verify_hostname = check_hostname
+        err[0] = 0
+        # No nogil: loading files is quick, and the GIL guards nothing OpenSSL touches here.
+        st = kp_tls_ctx_new(&self.ctx, &cfg, &what, err, sizeof(err))
+        pw = None
+        if st != KP_OK:
+            if st == KP_ERR_NOMEM:
+                raise MemoryError("TlsContext: out of memory")
+            exc = ConfigError(f"TLS: {err.decode('utf-8', 'replace')}")
+            exc.tls_input = _TLS_INPUTS.get(what)
+            raise exc
+        self.cafile, self.certfile, self.keyfile = cafile, certfile, keyfile
+        self.verify, self.check_hostname = verify, check_hostname
+
+    def __dealloc__(self):
+        if self.ctx != NULL:
+            kp_tls_ctx_free(self.ctx)
+            self.ctx = NULL
+
+    def __reduce__(self):
+        raise TypeError("TlsContext cannot be pickled (it holds an OpenSSL context)")
+
+    def __repr__(self):
+        # Never the password (it is not even kept).
+        return (f"TlsContext(cafile={self.cafile!r}, certfile={self.certfile!r}, "
+                f"keyfile={self.keyfile!r}, verify={self.verify}, "
+                f"check_hostname={self.check_hostname})")
 
 
 cdef class Selector:
@@ -192,17 +301,25 @@ cdef class Selector:
 
     # -- connections ---------------------------------------------------------------
     def connect(self, int conn_id, str host, int port, int send_buffer=131072,
-                int receive_buffer=32768):
+                int receive_buffer=32768, *, TlsContext tls=None, str server_hostname=None):
         """Starts a non-blocking connect of ``conn_id`` to ``host:port``.
 
         ``host`` is a numeric IPv4 or IPv6 address (``"127.0.0.1"``,
         ``"::1"``, ``"fe80::1%eth0"``). ``send_buffer`` / ``receive_buffer``
         set SO_SNDBUF / SO_RCVBUF when > 0; ``-1`` keeps the OS default. The
         outcome is reported by a later :meth:`poll`.
+
+        With ``tls`` the connection runs a TLS handshake after the TCP
+        connect and is reported connected once it is done (a failure is a
+        disconnect whose reason starts with ``"TLS handshake failed: "``).
+        ``server_hostname`` is the name the server's certificate must carry
+        and the SNI sent (default: ``host``): pass the broker's host name as
+        configured or advertised, not the address it resolved to.
         """
         cdef int err = 0
         cdef kp_status st
-        cdef bytes h
+        cdef bytes h, sn
+        cdef char tls_err[KP_TLS_ERROR_MAX]
         self._enter("connect")
         self._check_id(conn_id)
         if not 1 <= port <= 65535:
@@ -213,9 +330,22 @@ cdef class Selector:
             h = b""
         if not h or b"\0" in h:
             _raise(KP_ERR_ADDRESS, 0, conn_id, f"connect to {host!r}")
-        st = kp_selector_connect(self.sel, conn_id, h, port, send_buffer, receive_buffer, &err)
+        if tls is None:
+            st = kp_selector_connect(self.sel, conn_id, h, port, send_buffer, receive_buffer, &err)
+        else:
+            name = server_hostname if server_hostname is not None else host
+            try:
+                sn = name.encode("ascii")
+            except UnicodeEncodeError:
+                sn = name.encode("idna")  # an internationalised name, as certificates carry it
+            if not sn or b"\0" in sn:
+                raise ValueError(f"connection {conn_id}: server_hostname must be a non-empty name")
+            tls_err[0] = 0
+            st = kp_selector_connect_tls(self.sel, conn_id, h, port, send_buffer, receive_buffer,
+                                         tls.ctx, sn, &err, tls_err, sizeof(tls_err))
         if st != KP_OK:
-            _raise(st, err, conn_id, f"connect to {host}:{port}")
+            _raise(st, err, conn_id, f"connect to {host}:{port}",
+                   tls_err.decode("utf-8", "replace") if st == KP_ERR_TLS else None)
 
     def close(self, int conn_id):
         """Closes ``conn_id`` (no event is reported). Returns True if a
@@ -339,9 +469,12 @@ cdef class Selector:
             connected = [res.connected[i] for i in range(res.n_connected)]
             sent = [res.sent[i] for i in range(res.n_sent)]
             disconnected = []
+            tls_failed = []
             for i in range(res.n_disconnected):
                 d = &res.disconnected[i]
                 disconnected.append((d.id, _reason(d, max_frame)))
+                if d.status == KP_ERR_TLS:
+                    tls_failed.append(d.id)
             received = []
             for i in range(res.n_received):
                 r = &res.received[i]
@@ -350,7 +483,7 @@ cdef class Selector:
         finally:
             # The frames are copied: free the C bodies now, not at the next poll.
             kp_selector_release_results(self.sel)
-        return PollResult(connected, disconnected, sent, received, woken)
+        return PollResult(connected, disconnected, sent, received, woken, tls_failed)
 
     def wakeup(self):
         """Makes a poll running in another thread (or the next poll) return

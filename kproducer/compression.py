@@ -81,9 +81,35 @@ def compress(codec: int, data, level: int | None) -> bytes:
     raise ValueError(f"compression: codec id {codec} has no compressor")
 
 
+# A raw snappy block starts with its uncompressed length (an unsigned varint). No element
+# expands more than 64/3 times (a 3-byte copy of 64 bytes), so a longer claim is corrupt, and
+# it must be refused before cramjam allocates it: a failed allocation aborts the process
+# (a 15-byte block claiming 4 GiB did, on a machine with a memory limit).
+_SNAPPY_MAX_EXPANSION = 22
+
+
+def _snappy_raw(block: bytes, at: int) -> bytes:
+    n = shift = 0
+    for i in range(min(len(block), 5)):
+        n |= (block[i] & 0x7F) << shift
+        shift += 7
+        if not block[i] & 0x80:
+            break
+    else:
+        # cramjam reads a 5th byte's continuation bit as the end, and 4 GiB from ff ff ff ff 8f.
+        raise CorruptRecordError(
+            f"the snappy block at byte {at} of the batch does not start with a valid length "
+            f"(an unsigned varint of at most 5 bytes)", field="Records", offset=at)
+    if n > _SNAPPY_MAX_EXPANSION * (len(block) - i - 1):
+        raise CorruptRecordError(
+            f"the snappy block at byte {at} of the batch claims {n} uncompressed bytes, more "
+            f"than its {len(block)} bytes can hold", field="Records", offset=at)
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
 def _snappy_decompress(data: bytes) -> bytes:
     if data[:8] != _XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return _snappy_raw(data, _RECORDS_AT)
     # xerial framing (snappy-java's SnappyOutputStream, what Java Kafka writes): a 16-byte
     # header, then [int32 BE chunk length][raw snappy block] repeated. Version and
     # compatible-version are not checked: some writers get their byte order wrong
@@ -106,7 +132,9 @@ def _snappy_decompress(data: bytes) -> bytes:
                 f"xerial snappy chunk length {size} at byte {at} of the batch exceeds the "
                 f"{len(data) - pos - 4} bytes left", field="Records", offset=at)
         try:
-            out.append(bytes(cramjam.snappy.decompress_raw(data[pos + 4:pos + 4 + size])))
+            out.append(_snappy_raw(data[pos + 4:pos + 4 + size], at + 4))
+        except CorruptRecordError:
+            raise
         except Exception as exc:
             raise CorruptRecordError(
                 f"cannot decompress the xerial snappy chunk at byte {at} of the batch: {exc}",

@@ -35,11 +35,18 @@ Value parsing follows Java's ``ConfigDef.parseType`` where it is unambiguous:
 - ``None`` for any setting but ``bootstrap.servers`` means "not set": the
   default applies and the setting does not count as explicitly given.
 
-Kafka settings that kproducer does not implement (SSL, SASL, transactions,
-interceptors, metrics reporters, ...) raise :class:`~kproducer.errors.ConfigError`
-saying so, rather than being ignored; so do unknown names, with the closest
-valid name suggested. Error messages and ``repr`` never show the value of a
-credential-like setting (passwords, secrets, JAAS configuration, keys).
+Kafka settings that kproducer does not implement (Kerberos and OAuth SASL,
+transactions, interceptors, metrics reporters, ...) raise
+:class:`~kproducer.errors.ConfigError` saying so, rather than being ignored; so do
+unknown names, with the closest valid name suggested. Error messages and ``repr``
+never show the value of a credential-like setting (passwords, secrets, JAAS
+configuration, keys, the SASL user name).
+
+SASL (``security.protocol`` SASL_PLAINTEXT or SASL_SSL): ``sasl.mechanism`` PLAIN,
+SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default GSSAPI is refused), with the
+credentials in Java's ``sasl.jaas.config`` (PlainLoginModule or ScramLoginModule)
+or librdkafka's ``sasl.username``/``sasl.password``; sasl.* settings under a
+protocol without SASL are an error rather than silently unused.
 
 Python-only settings: ``key.serializer`` and ``value.serializer`` are callables
 (or None), and ``partitioner`` is a callable custom partitioner (or None); Java
@@ -59,6 +66,7 @@ from typing import Any
 
 from .compression import CODEC_IDS, LEVELS
 from .errors import ConfigError
+from .sasl import SaslCredentials, parse_jaas_config, saslprep
 
 __all__ = ["SETTINGS", "UNSUPPORTED", "ProducerConfig", "Setting"]
 
@@ -195,10 +203,53 @@ _DEFS = [
     Setting("connections.max.idle.ms", "long", 540000,
             "Close connections idle for this long (negative: never)."),
     Setting("security.protocol", "choice", "PLAINTEXT",
-            "Protocol to talk to brokers: PLAINTEXT (SSL, SASL_PLAINTEXT and SASL_SSL are not "
-            "supported yet).",
-            choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), supported=("PLAINTEXT",),
-            case_insensitive=True),
+            "Protocol to talk to brokers: PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL "
+            "(SASL over TLS).",
+            choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+            supported=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), case_insensitive=True),
+    # TLS (used only with security.protocol SSL or SASL_SSL): PEM files, read when the
+    # producer starts (kproducer.tls). librdkafka's ssl.ca.location,
+    # ssl.certificate.location and ssl.key.location are accepted as well.
+    Setting("ssl.truststore.location", "str", None,
+            "PEM file of the CA certificates that may sign the brokers' certificates "
+            "(None: the system's CA store)."),
+    Setting("ssl.truststore.type", "choice", "PEM",
+            "Format of ssl.truststore.location: PEM only (convert a JKS or PKCS12 store with "
+            "keytool/openssl).",
+            choices=("JKS", "PKCS12", "PEM"), supported=("PEM",), case_insensitive=True),
+    Setting("ssl.keystore.location", "str", None,
+            "PEM file holding the client certificate chain and its private key, for brokers "
+            "that require client authentication (mutual TLS)."),
+    Setting("ssl.keystore.type", "choice", "PEM",
+            "Format of ssl.keystore.location: PEM only.",
+            choices=("JKS", "PKCS12", "PEM"), supported=("PEM",), case_insensitive=True),
+    Setting("ssl.key.password", "password", None,
+            "Password of an encrypted private key (never shown)."),
+    Setting("ssl.endpoint.identification.algorithm", "str", "https",
+            "https: the broker's certificate must name the host connected to (as configured "
+            "in bootstrap.servers or advertised in metadata); empty (or none) turns the check off."),
+    Setting("ssl.ca.location", "str", None,
+            "librdkafka's name for ssl.truststore.location (set one of them)."),
+    Setting("ssl.certificate.location", "str", None,
+            "librdkafka's form of the client certificate: a PEM certificate chain, with its key "
+            "in ssl.key.location (instead of ssl.keystore.location)."),
+    Setting("ssl.key.location", "str", None,
+            "PEM private key of ssl.certificate.location."),
+    # SASL (used only with security.protocol SASL_PLAINTEXT or SASL_SSL): the credentials
+    # come from Java's sasl.jaas.config or librdkafka's sasl.username/sasl.password.
+    Setting("sasl.mechanism", "choice", "GSSAPI",
+            "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default, GSSAPI, "
+            "is Kerberos, which kproducer does not implement: set one of the others).",
+            choices=("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
+            supported=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+    Setting("sasl.jaas.config", "password", None,
+            "Java's JAAS form of the SASL credentials: 'org.apache.kafka.common.security."
+            "plain.PlainLoginModule required username=\"...\" password=\"...\";' (or "
+            "ScramLoginModule)."),
+    Setting("sasl.username", "str", None,
+            "SASL user name (librdkafka's simple form; alternative to sasl.jaas.config)."),
+    Setting("sasl.password", "password", None,
+            "SASL password (librdkafka's simple form; alternative to sasl.jaas.config)."),
     Setting("transactional.id", "unset", None,
             "Transactional id for transactional delivery (not supported yet: must be None)."),
     Setting("key.serializer", "callable", None,
@@ -212,6 +263,11 @@ SETTINGS: Mapping[str, Setting] = {s.name: s for s in _DEFS}
 """Every setting kproducer implements, by dotted name, in definition order."""
 
 _SECURITY = "kproducer speaks PLAINTEXT only for now (SSL and SASL are not supported yet)"
+_SASL_REASON = ("kproducer's SASL implements PLAIN and SCRAM-SHA-256/512, configured with "
+                "sasl.mechanism and sasl.jaas.config or sasl.username/sasl.password")
+_TLS_REASON = ("kproducer's TLS is configured with PEM files: ssl.truststore.location, "
+               "ssl.keystore.location, ssl.key.password and "
+               "ssl.endpoint.identification.algorithm (TLS 1.2+, OpenSSL's default ciphers)")
 _TRANSACTIONS = "transactions are not supported yet"
 _METRICS = "kproducer has no pluggable metrics yet"
 
@@ -233,13 +289,11 @@ UNSUPPORTED: Mapping[str, str] = {
     "config.providers": "configuration providers are Java classes",
     **{name: _SECURITY for name in (
         "ssl.protocol", "ssl.provider", "ssl.cipher.suites", "ssl.enabled.protocols",
-        "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
-        "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.key.password",
-        "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
-        "ssl.truststore.certificates", "ssl.keymanager.algorithm",
-        "ssl.trustmanager.algorithm", "ssl.endpoint.identification.algorithm",
+        "ssl.keystore.password", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+        "ssl.truststore.password", "ssl.truststore.certificates", "ssl.keymanager.algorithm",
+        "ssl.trustmanager.algorithm",
         "ssl.secure.random.implementation", "ssl.engine.factory.class",
-        "sasl.mechanism", "sasl.jaas.config", "sasl.client.callback.handler.class",
+        "sasl.client.callback.handler.class",
         "sasl.login.callback.handler.class", "sasl.login.class",
         "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
         "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
@@ -278,6 +332,7 @@ _ALIASES = {
 
 # Java's PASSWORD-typed settings plus anything named like a credential.
 _SECRET_NAMES = frozenset({
+    "sasl.username",  # half a credential: kept out of reprs and messages like the password
     "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
 })
 _SECRET_RE = re.compile(r"password|secret|passphrase|jaas|credential|private|\.pem$|token$",
@@ -323,6 +378,10 @@ def _unsupported_message(key: str) -> str:
     name = _canonical(key)
     reason = UNSUPPORTED.get(name) or (
         _SECURITY if name.startswith(("ssl.", "sasl.")) else _METRICS)
+    if name.startswith("sasl."):
+        reason = _SASL_REASON
+    if name.startswith("ssl."):
+        reason = _TLS_REASON
     shown = repr(key) if key == name else f"{key!r} ({name})"
     return f"{shown} is a Kafka producer setting that kproducer does not support: {reason}"
 
@@ -388,6 +447,13 @@ def _parse_str(s: Setting, value: Any) -> str:
     if not isinstance(value, str):
         raise _type_error(s, "a str", value)
     return value.strip()
+
+
+def _parse_password(s: Setting, value: Any) -> str:
+    # Not stripped: surrounding spaces may be part of a password.
+    if not isinstance(value, str):
+        raise _type_error(s, "a str", value)
+    return value
 
 
 def _parse_choice(s: Setting, value: Any) -> str:
@@ -520,6 +586,7 @@ def _parse_unset(s: Setting, value: Any):
 
 _PARSERS = {
     "int": _parse_integer, "long": _parse_integer, "bool": _parse_bool, "str": _parse_str,
+    "password": _parse_password,
     "choice": _parse_choice, "acks": _parse_acks, "servers": _parse_servers,
     "callable": _parse_callable, "unset": _parse_unset,
 }
@@ -642,6 +709,13 @@ class ProducerConfig(Mapping):
         """``bootstrap.servers`` as ``[(host, port), ...]``, IPv6 hosts without brackets."""
         return [_parse_address(e) for e in self._values["bootstrap.servers"]]
 
+    @property
+    def sasl_credentials(self) -> SaslCredentials | None:
+        """The SASL mechanism and credentials (from ``sasl.jaas.config`` or
+        ``sasl.username``/``sasl.password``), or None when ``security.protocol`` does not
+        use SASL. Their ``repr`` hides the user name and password."""
+        return _sasl_credentials(self._values, self._user)
+
     @staticmethod
     def names() -> list[str]:
         """The dotted names of every setting kproducer implements."""
@@ -729,6 +803,9 @@ def _resolve(values: dict[str, Any], explicit: dict[str, Any]) -> None:
         if disable:
             values["enable.idempotence"] = False
 
+    _sasl_credentials(values, explicit)
+    _resolve_tls(values, explicit)
+
     # KafkaProducer.configureDeliveryTimeout
     linger = min(values["linger.ms"], INT32_MAX)
     floor = min(linger + values["request.timeout.ms"], INT32_MAX)
@@ -741,6 +818,98 @@ def _resolve(values: dict[str, Any], explicit: dict[str, Any]) -> None:
         log.warning("delivery.timeout.ms should be equal to or larger than linger.ms + "
                     "request.timeout.ms. Setting it to %d.", floor)
         values["delivery.timeout.ms"] = floor
+
+
+_SASL_KEYS = ("sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password")
+
+
+def _sasl_credentials(values: dict[str, Any], explicit: Mapping[str, Any]) -> SaslCredentials | None:
+    """The SASL credentials the settings describe (None without SASL); ConfigError naming the
+    key when they are missing or malformed. Messages never show the values."""
+    protocol = values["security.protocol"]
+    if not protocol.startswith("SASL_"):
+        given = [k for k in _SASL_KEYS if k in explicit]
+        if given:
+            # Ignoring them (as Java does) would send unauthenticated traffic the user
+            # meant to authenticate.
+            raise ConfigError(f"{given[0]} is set but security.protocol is {protocol}, which does "
+                              f"not use SASL; set security.protocol to SASL_PLAINTEXT or SASL_SSL",
+                              key=given[0])
+        return None
+    mechanism = values["sasl.mechanism"]
+    if mechanism not in SETTINGS["sasl.mechanism"].supported:  # Kafka's default, GSSAPI
+        raise ConfigError(f"security.protocol={protocol} needs sasl.mechanism: Kafka's default "
+                          f"{mechanism} (Kerberos) is not supported; set it to PLAIN, "
+                          f"SCRAM-SHA-256 or SCRAM-SHA-512", key="sasl.mechanism")
+    jaas, username, password = (values[k] for k in _SASL_KEYS[1:])
+    extensions: dict[str, str] = {}
+    if jaas is not None:
+        if username is not None or password is not None:
+            raise ConfigError("set either sasl.jaas.config or sasl.username/sasl.password, not "
+                              "both", key="sasl.jaas.config")
+        try:
+            _module, username, password, extensions = parse_jaas_config(jaas)
+        except ValueError as exc:
+            raise ConfigError(f"sasl.jaas.config: {exc}", key="sasl.jaas.config") from None
+    elif username is None or password is None:
+        missing = "sasl.username" if username is None else "sasl.password"
+        raise ConfigError(f"security.protocol={protocol} needs credentials: set sasl.jaas.config, "
+                          f"or sasl.username and sasl.password ({missing} is missing)", key=missing)
+    elif not username:
+        raise ConfigError("sasl.username is empty", key="sasl.username")
+    where = "sasl.jaas.config" if jaas is not None else None
+    for key, value in (("sasl.username", username), ("sasl.password", password)):
+        if mechanism == "PLAIN" and "\0" in value:
+            raise ConfigError(f"{key}: a PLAIN credential may not contain NUL characters",
+                              key=where or key)
+        if mechanism.startswith("SCRAM-"):
+            try:
+                saslprep(value)
+            except ValueError as exc:
+                raise ConfigError(f"{key}: not usable with {mechanism}: {exc}",
+                                  key=where or key) from None
+    return SaslCredentials(mechanism, username, password, extensions)
+
+
+_TLS_KEYS = ("ssl.truststore.location", "ssl.truststore.type", "ssl.keystore.location",
+             "ssl.keystore.type", "ssl.key.password", "ssl.endpoint.identification.algorithm",
+             "ssl.ca.location", "ssl.certificate.location", "ssl.key.location")
+
+
+def _resolve_tls(values: dict[str, Any], explicit: Mapping[str, Any]) -> None:
+    """Checks the TLS settings against each other (files are read by kproducer.tls when the
+    producer starts) and normalises ssl.endpoint.identification.algorithm to "https" or ""."""
+    protocol = values["security.protocol"]
+    if protocol not in ("SSL", "SASL_SSL"):
+        given = [k for k in _TLS_KEYS if k in explicit]
+        if given:
+            # Ignoring them (as Java does) would send in the clear what the user meant to encrypt.
+            raise ConfigError(f"{given[0]} is set but security.protocol is {protocol}, which does "
+                              f"not use TLS; set security.protocol to SSL or SASL_SSL",
+                              key=given[0])
+        return
+    algo = values["ssl.endpoint.identification.algorithm"].strip().lower()
+    if algo not in ("https", "", "none"):
+        raise ConfigError(f"ssl.endpoint.identification.algorithm: {algo!r} is not supported; "
+                          f"expected 'https' (check the broker's name) or '' (do not)",
+                          key="ssl.endpoint.identification.algorithm")
+    values["ssl.endpoint.identification.algorithm"] = "" if algo == "none" else algo
+    for java, rdkafka in (("ssl.truststore.location", "ssl.ca.location"),
+                          ("ssl.keystore.location", "ssl.certificate.location")):
+        if values[java] is not None and values[rdkafka] is not None:
+            raise ConfigError(f"set either {java} or {rdkafka} (librdkafka's name), not both",
+                              key=rdkafka)
+    for key in ("ssl.truststore.location", "ssl.keystore.location", "ssl.ca.location",
+                "ssl.certificate.location", "ssl.key.location"):
+        if values[key] == "":
+            raise ConfigError(f"{key} is empty; expected the path of a PEM file", key=key)
+    if values["ssl.key.location"] is not None and values["ssl.certificate.location"] is None:
+        raise ConfigError("ssl.key.location is set without ssl.certificate.location (the client "
+                          "certificate it belongs to)", key="ssl.key.location")
+    if values["ssl.key.password"] is not None and values["ssl.keystore.location"] is None \
+            and values["ssl.certificate.location"] is None:
+        raise ConfigError("ssl.key.password is set without a private key (ssl.keystore.location)",
+                          key="ssl.key.password")
 
 
 def _add_accessors() -> None:

@@ -103,3 +103,20 @@ class NetworkError(KafkaError):
 class RecordTooLargeError(KafkaError, ValueError):
     """A record larger than ``max.request.size`` or ``buffer.memory`` (checked by the
     producer itself: not every broker enforces it)."""
+
+
+class AuthenticationError(KafkaError):
+    """SASL authentication with a broker failed: wrong credentials, a mechanism the
+    broker does not enable, or a server that could not prove it knows the password
+    (a SCRAM server signature that does not match).
+
+    Not retried: records waiting for that broker fail with it and metadata waits
+    raise it (Java's AuthenticationException). Messages never contain credentials.
+    """
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake with a broker failed: its certificate did not verify (unknown CA,
+    expired, not issued for the host connected to) or it refused ours (no client
+    certificate, or one it does not trust). Handled like any AuthenticationError (Java's
+    SslAuthenticationException); the message carries OpenSSL's reason."""

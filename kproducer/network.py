@@ -1,10 +1,13 @@
 """NetworkClient: connections to brokers over the C selector (Java's NetworkClient).
 
 Per node: a connection state (DISCONNECTED, CONNECTING, CHECKING_API_VERSIONS,
-READY) with exponential reconnect backoff and jitter; in-flight requests kept in a
-queue, matched to responses in order and checked by correlation id (a broker
-answers one connection's requests in order); request timeouts that fail the node's
-in-flight requests and disconnect it; ApiVersions on every new connection.
+AUTHENTICATING, READY) with exponential reconnect backoff and jitter; in-flight
+requests kept in a queue, matched to responses in order and checked by correlation
+id (a broker answers one connection's requests in order); request timeouts that
+fail the node's in-flight requests and disconnect it; ApiVersions on every new
+connection, then with SASL a SaslHandshake and SaslAuthenticate rounds
+(:mod:`kproducer.sasl`). A failed authentication closes the connection and is kept
+as the node's ``auth_error`` for the Sender, which fails what waits for that node.
 
 Only the Sender thread uses a NetworkClient; ``wakeup()`` is the one method other
 threads call.
@@ -22,11 +25,11 @@ from typing import Callable, Optional
 
 from kproducer import codec
 from kproducer._net import Selector
-from kproducer.errors import (KafkaError, KafkaTimeoutError, NetworkError, ProtocolError,
-                              UnsupportedVersionError)
+from kproducer.errors import (AuthenticationError, KafkaError, KafkaTimeoutError, NetworkError,
+                              ProtocolError, SslAuthenticationError, UnsupportedVersionError)
 from kproducer.protocol import messages as m
 from kproducer.protocol import versions as v
-from kproducer.protocol.errors_table import ErrorCode
+from kproducer.protocol.errors_table import ErrorCode, error_name
 
 log = logging.getLogger("kproducer")
 
@@ -35,6 +38,11 @@ CLIENT_SOFTWARE_VERSION = "0.1.0"
 
 DISCONNECTED, CONNECTING, CHECKING_API_VERSIONS, READY = range(4)
 _STATE_NAMES = ["DISCONNECTED", "CONNECTING", "CHECKING_API_VERSIONS", "READY"]
+# SASL: SaslHandshake then SaslAuthenticate rounds, between ApiVersions and READY.
+AUTHENTICATING = len(_STATE_NAMES)
+_STATE_NAMES.append("AUTHENTICATING")
+# States of a connection being set up: bounded by socket.connection.setup.timeout.ms.
+_SETTING_UP = (CONNECTING, CHECKING_API_VERSIONS, AUTHENTICATING)
 
 
 def _monotonic_ms() -> int:
@@ -88,6 +96,9 @@ class NodeState:
     discard: set = field(default_factory=set)
     pending: collections.deque = field(default_factory=collections.deque)   # encoded, not yet staged
     last_activity_ms: int = 0
+    # The last SASL failure, until a later connection authenticates (Java's
+    # ClusterConnectionStates.authenticationException).
+    auth_error: Optional[Exception] = None
 
 
 class NetworkClient:
@@ -98,8 +109,18 @@ class NetworkClient:
                  reconnect_backoff_max_ms: int = 1000, connection_setup_timeout_ms: int = 10000,
                  connections_max_idle_ms: int = 540000, send_buffer_bytes: int = 131072,
                  receive_buffer_bytes: int = 32768, max_response_size: int = 100 * 1024 * 1024,
-                 max_connections: int = 1024):
+                 max_connections: int = 1024, sasl=None, tls=None):
         self.client_id = client_id
+        # kproducer._net.TlsContext for security.protocol SSL / SASL_SSL, or None. The
+        # selector runs the handshake: a connection is "connected" once TLS is up.
+        self.tls = tls
+        # kproducer.sasl.SaslCredentials, or None without SASL.
+        self.sasl = sasl
+        # (node_id, AuthenticationError) not yet taken by the Sender (take_auth_failures).
+        self.auth_failures: list = []
+        # Why the last connection attempt failed (None once a connection is ready): the
+        # producer names it when metadata does not arrive within max.block.ms.
+        self.last_connect_error: Optional[Exception] = None
         self.request_timeout_ms = request_timeout_ms
         self.max_in_flight = max_in_flight
         self.connection_setup_timeout_ms = connection_setup_timeout_ms
@@ -180,7 +201,7 @@ class NetworkClient:
             if ns.state == READY and load < self.max_in_flight:
                 if best is None or load < best_load:
                     best, best_load = nid, load
-            elif ns.state in (CONNECTING, CHECKING_API_VERSIONS):
+            elif ns.state in _SETTING_UP:
                 connecting = nid
             elif self.can_connect(ns, now) and can_connect is None:
                 can_connect = nid
@@ -202,7 +223,10 @@ class NetworkClient:
             return
         host = infos[0][4][0]
         try:
-            self.selector.connect(ns.slot, host, ns.port, self.send_buffer_bytes, self.receive_buffer_bytes)
+            # TLS checks the certificate against the broker's name (bootstrap or metadata),
+            # not against the address it resolved to.
+            self.selector.connect(ns.slot, host, ns.port, self.send_buffer_bytes, self.receive_buffer_bytes,
+                                  tls=self.tls, server_hostname=ns.host if self.tls is not None else None)
         except (KafkaError, OSError) as exc:
             self._connect_failed(ns, NetworkError(f"connect to node {ns.node_id} ({ns.host}:{ns.port}) failed: {exc}"), now)
             return
@@ -211,6 +235,7 @@ class NetworkClient:
 
     def _connect_failed(self, ns: NodeState, exc: Exception, now: int) -> None:
         log.debug("%s", exc)
+        self.last_connect_error = exc
         ns.state = DISCONNECTED
         ns.attempts += 1
         ns.last_attempt_ms = now
@@ -228,8 +253,8 @@ class NetworkClient:
 
     def _on_api_versions(self, ns, req, version, resp, err) -> None:
         now = _monotonic_ms()
-        if err is not None:
-            return  # the disconnect already happened
+        if err is not None or ns.state != CHECKING_API_VERSIONS:
+            return  # the disconnect already happened (maybe in the poll that read this response)
         if resp.error_code == ErrorCode.UNSUPPORTED_VERSION and version > 0:
             theirs = {k.api_key: k.max_version for k in resp.api_keys}.get(v.API_VERSIONS, 0)
             retry = min(theirs, version - 1)
@@ -244,10 +269,105 @@ class NetworkClient:
         except UnsupportedVersionError as exc:
             self._disconnect(ns, exc, now)
             return
+        if self.sasl is not None:
+            self._start_authentication(ns, now)
+            return
+        self._on_ready(ns)
+
+    def _on_ready(self, ns) -> None:
         ns.state = READY
         ns.attempts = 0
         ns.reconnect_wait_ms = 0
+        ns.auth_error = None
+        self.last_connect_error = None
         log.debug("node %s ready, versions %s", ns.node_id, ns.versions)
+
+    # -- SASL (Java's SaslClientAuthenticator: handshake v1, then SaslAuthenticate rounds) --
+
+    def _start_authentication(self, ns, now: int) -> None:
+        ns.state = AUTHENTICATING
+        mechanism = self.sasl.mechanism
+        if v.SASL_HANDSHAKE not in ns.versions or v.SASL_AUTHENTICATE not in ns.versions:
+            self._auth_failed(ns, AuthenticationError(
+                f"node {ns.node_id} ({ns.host}:{ns.port}) does not support SaslHandshake v1 and "
+                f"SaslAuthenticate (Kafka 1.0+); cannot authenticate with {mechanism}"), now)
+            return
+        self._enqueue(ns, v.SASL_HANDSHAKE, ns.versions[v.SASL_HANDSHAKE],
+                      m.SaslHandshakeRequest(mechanism=mechanism),
+                      lambda resp, err: self._on_sasl_handshake(ns, resp, err), now, internal=True)
+
+    def _on_sasl_handshake(self, ns, resp, err) -> None:
+        now = _monotonic_ms()
+        if err is not None or ns.state != AUTHENTICATING:
+            return
+        mechanism = self.sasl.mechanism
+        if resp.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
+            self._auth_failed(ns, AuthenticationError(
+                f"node {ns.node_id} does not enable SASL mechanism {mechanism}; it enables "
+                f"{', '.join(resp.mechanisms) or 'none'}"), now)
+            return
+        if resp.error_code != 0:
+            self._auth_failed(ns, AuthenticationError(
+                f"SaslHandshake to node {ns.node_id} failed: {error_name(resp.error_code)} "
+                f"({resp.error_code})"), now)
+            return
+        try:
+            mech = self.sasl.new_client()
+            self._send_sasl_token(ns, mech, mech.first_message(), now)
+        except AuthenticationError as exc:
+            self._auth_failed(ns, exc, now)
+
+    def _send_sasl_token(self, ns, mech, token: bytes, now: int) -> None:
+        self._enqueue(ns, v.SASL_AUTHENTICATE, ns.versions[v.SASL_AUTHENTICATE],
+                      m.SaslAuthenticateRequest(auth_bytes=token),
+                      lambda resp, err: self._on_sasl_authenticate(ns, mech, resp, err), now, internal=True)
+
+    def _on_sasl_authenticate(self, ns, mech, resp, err) -> None:
+        now = _monotonic_ms()
+        if err is not None:
+            return  # the connection failed (or timed out): retried like any connection
+        if resp.error_code != 0:
+            # The broker closes the connection after this; its message says why.
+            why = self.sasl.scrub(resp.error_message or "")
+            self._auth_failed(ns, AuthenticationError(
+                f"SASL {self.sasl.mechanism} authentication with node {ns.node_id} failed: "
+                f"{error_name(resp.error_code)} ({resp.error_code})" + (f": {why}" if why else "")), now)
+            return
+        if ns.state != AUTHENTICATING:
+            return
+        try:
+            token = mech.respond(resp.auth_bytes)
+        except AuthenticationError as exc:
+            self._auth_failed(ns, exc, now)
+            return
+        if token is not None:
+            self._send_sasl_token(ns, mech, token, now)
+        elif mech.complete:
+            log.debug("node %s authenticated with %s", ns.node_id, self.sasl.mechanism)
+            self._on_ready(ns)
+        else:
+            self._auth_failed(ns, AuthenticationError(
+                f"SASL {self.sasl.mechanism} exchange with node {ns.node_id} ended incomplete"), now)
+
+    def _auth_failed(self, ns, exc: AuthenticationError, now: int) -> None:
+        """Closes the connection (never used after a failed exchange) and keeps the error
+        for the Sender, which fails what waits for this node instead of retrying."""
+        ns.auth_error = exc
+        self.last_connect_error = exc
+        self.auth_failures.append((ns.node_id, exc))
+        log.error("%s", exc)
+        if ns.state != DISCONNECTED:
+            self._disconnect(ns, exc, now)
+
+    def authentication_error(self, node_id: int) -> Optional[Exception]:
+        """The node's last SASL failure, until a connection to it authenticates again."""
+        ns = self.nodes.get(node_id)
+        return None if ns is None else ns.auth_error
+
+    def take_auth_failures(self) -> list:
+        """``[(node_id, AuthenticationError)]`` since the last call (for the Sender)."""
+        out, self.auth_failures = self.auth_failures, []
+        return out
 
     def api_version(self, node_id: int, api_key: int) -> int:
         ns = self.nodes[node_id]
@@ -341,10 +461,19 @@ class NetworkClient:
             self._on_response(ns, payload, now, completions)
         for slot, reason in result.disconnected:
             ns = by_slot.get(slot)
-            if ns is not None:
-                completions.extend(self._disconnect(ns, NetworkError(
-                    f"connection to node {ns.node_id} ({ns.host}:{ns.port}) lost: {reason}"), now,
-                    closed_by_peer=True, run=False))
+            if ns is None:
+                continue
+            if slot in result.tls_failed and ns.state != READY:
+                # A failed TLS handshake (certificate, host name, an alert such as "certificate
+                # required") is not retried into success: Java's SslAuthenticationException.
+                exc = SslAuthenticationError(
+                    f"TLS connection to node {ns.node_id} ({ns.host}:{ns.port}) failed: {reason}")
+                ns.auth_error = exc
+                self.auth_failures.append((ns.node_id, exc))
+                log.error("%s", exc)
+            else:
+                exc = NetworkError(f"connection to node {ns.node_id} ({ns.host}:{ns.port}) lost: {reason}")
+            completions.extend(self._disconnect(ns, exc, now, closed_by_peer=True, run=False))
         completions.extend(self._handle_timeouts(now))
         for callback, resp, err in completions:
             callback(resp, err)
@@ -381,14 +510,14 @@ class NetworkClient:
         for ns in self.nodes.values():
             if ns.in_flight:
                 t = min(t, ns.in_flight[0].send_ms + self.request_timeout_ms - now)
-            if ns.state in (CONNECTING, CHECKING_API_VERSIONS):
+            if ns.state in _SETTING_UP:
                 t = min(t, ns.connect_started_ms + self.connection_setup_timeout_ms - now)
         return max(t, 0)
 
     def _handle_timeouts(self, now: int) -> list:
         out = []
         for ns in list(self.nodes.values()):
-            if ns.state in (CONNECTING, CHECKING_API_VERSIONS) and \
+            if ns.state in _SETTING_UP and \
                     now - ns.connect_started_ms >= self.connection_setup_timeout_ms:
                 out.extend(self._disconnect(ns, KafkaTimeoutError(
                     f"connection to node {ns.node_id} ({ns.host}:{ns.port}) not established within "
@@ -412,7 +541,9 @@ class NetworkClient:
         was = ns.state
         ns.state = DISCONNECTED
         ns.last_attempt_ms = now
-        if was in (CONNECTING, CHECKING_API_VERSIONS) or exc is not None:
+        if was in _SETTING_UP and exc is not None:
+            self.last_connect_error = exc
+        if was in _SETTING_UP or exc is not None:
             ns.attempts += 1
             ns.reconnect_wait_ms = self.reconnect.backoff(ns.attempts - 1)
         failed = [(e.callback, None, exc or NetworkError(f"connection to node {ns.node_id} closed"))

@@ -29,6 +29,7 @@ from kproducer._accumulator import (NEED_MEMORY, NEED_METADATA, RecordAccumulato
                                     fork_generation, wall_clock_ms)
 from kproducer.config import ProducerConfig
 from kproducer.errors import KafkaError, KafkaTimeoutError
+from kproducer.tls import tls_context
 from kproducer.metadata import Metadata
 from kproducer.network import NetworkClient
 from kproducer.sender import Sender
@@ -46,6 +47,17 @@ def _check_topic(topic) -> None:
         raise TypeError(f"topic must be a str, not {type(topic).__name__}")
     if not topic or len(topic) > 249 or topic in (".", "..") or not _TOPIC_CHARS.issuperset(topic):
         raise ValueError(f"invalid topic name {topic!r}: 1..249 characters of [a-zA-Z0-9._-], not '.' or '..'")
+
+
+def _check_timeout(timeout, what: str):
+    """``timeout`` in seconds: None (no limit) or a number >= 0."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"{what}: timeout must be a number of seconds or None, not {type(timeout).__name__}")
+    if not timeout >= 0:   # also refuses NaN
+        raise ValueError(f"{what}: timeout must be >= 0 seconds, got {timeout!r}")
+    return timeout
 
 
 class Producer:
@@ -82,7 +94,8 @@ class Producer:
             reconnect_backoff_max_ms=cfg.reconnect_backoff_max_ms,
             connection_setup_timeout_ms=cfg.socket_connection_setup_timeout_ms,
             connections_max_idle_ms=cfg.connections_max_idle_ms,
-            send_buffer_bytes=cfg.send_buffer_bytes, receive_buffer_bytes=cfg.receive_buffer_bytes)
+            send_buffer_bytes=cfg.send_buffer_bytes, receive_buffer_bytes=cfg.receive_buffer_bytes,
+            sasl=cfg.sasl_credentials, tls=tls_context(cfg))
         self._acc = RecordAccumulator(
             batch_size=max(cfg.batch_size, 1), linger_ms=cfg.linger_ms, compression=cfg.compression_type,
             compression_level=cfg.compression_level, buffer_memory=cfg.buffer_memory,
@@ -126,6 +139,12 @@ class Producer:
         acknowledged or fails. Blocks only while the topic's metadata is unknown or
         ``buffer.memory`` is full, up to ``max.block.ms``, then raises
         KafkaTimeoutError. (Each instance binds a compiled version of this method.)
+
+        A record that can never be sent raises here and is not queued (its future and
+        callback are never made): wrong argument types (TypeError), an invalid topic name,
+        partition or timestamp (ValueError), a record larger than ``max.request.size`` or
+        ``buffer.memory`` (RecordTooLargeError naming its size and the limit; the producer
+        checks this itself, as not every broker does), a closed producer (KafkaError).
         """
         return self._send_python(topic, value, key, partition, timestamp_ms, headers, on_delivery, None)
 
@@ -162,6 +181,10 @@ class Producer:
         ``futures=True`` (then ``result.futures``). The result counts acknowledged and
         failed records and keeps the first error: ``result.wait()`` then
         ``result.raise_for_errors()``, or ``flush()``.
+
+        Every argument, header and record size is checked before anything is queued: a
+        bad element raises (as in ``send()``) naming its index, and no record of the
+        call is sent.
         """
         if fork_generation() != self._generation:
             self._check_fork()
@@ -183,6 +206,8 @@ class Producer:
     def _send_slow(self, topic, value, key, partition, timestamp_ms, headers, on_delivery, why):
         deadline = time.monotonic() + self._max_block_s
         _check_topic(topic)
+        if why is NEED_METADATA:
+            self._acc.check_fields(key, value, headers)   # a bad record fails before any wait
         while True:
             if self._sender.fatal_error is not None:
                 raise self._sender.fatal_error
@@ -217,8 +242,13 @@ class Producer:
             self._sender.wakeup()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                # Name the cause when no broker could be reached (DNS failure, refused or
+                # silent connection): "not present in metadata" alone sends users looking
+                # for a missing topic.
+                why = self._client.last_connect_error
                 raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after "
-                                        f"max.block.ms={int(self._max_block_s * 1000)}")
+                                        f"max.block.ms={int(self._max_block_s * 1000)}"
+                                        + (f"; no broker reachable: {why}" if why else ""))
             self._metadata.await_update(version, min(remaining, 0.5))
 
     def _choose_sticky(self, topic: str, n: int) -> int:
@@ -252,6 +282,9 @@ class Producer:
     def flush(self, timeout=None) -> None:
         """Sends every queued record now and waits until each is acknowledged or failed.
         Raises KafkaTimeoutError if ``timeout`` seconds pass first."""
+        timeout = _check_timeout(timeout, "flush")
+        if self._closed:
+            raise KafkaError("cannot flush: the producer is closed")
         self._check_fork()
         pending = list(self._acc.incomplete)
         self._acc.flushes_in_progress += 1
@@ -268,7 +301,9 @@ class Producer:
 
     def close(self, timeout=None) -> None:
         """Sends what is queued (up to ``timeout`` seconds), then stops the I/O thread.
-        With ``timeout=0`` pending records fail at once with an error."""
+        With ``timeout=0`` pending records fail at once with an error. Closing again
+        does nothing."""
+        timeout = _check_timeout(timeout, "close")
         with self._lock:
             if self._closed:
                 return
@@ -299,6 +334,8 @@ class Producer:
 
     def partitions_for(self, topic: str):
         """The topic's partitions (PartitionInfo), waiting for metadata up to max.block.ms."""
+        if self._closed:
+            raise KafkaError("cannot get partitions: the producer is closed")
         self._check_fork()
         _check_topic(topic)
         self._wait_for_topic(topic, self._max_block_s)

@@ -145,6 +145,8 @@ class Sender:
     def run_once(self) -> None:
         now = _mono_ms()
         wall = wall_clock_ms()
+        for node, exc in self.client.take_auth_failures():
+            self._on_auth_failure(node, exc, wall)
         for topic in self.acc.take_touched():
             self.metadata.add(topic, wall)      # in use: not idle (metadata.max.idle.ms)
         cap = self._maybe_update_metadata(now, wall)
@@ -154,6 +156,19 @@ class Sender:
         else:
             timeout = min(cap, self._send_producer_data(now, wall))
         self.client.poll(timeout, _mono_ms())
+
+    def _on_auth_failure(self, node: int, exc, wall: int) -> None:
+        """A failed SASL authentication is not retried (Java's AuthenticationException):
+        metadata waits raise it and the records queued for that broker fail with it.
+        Batches still in a retry backoff are failed at the next attempt, which fails too."""
+        self.metadata.fatal_error(exc)
+        leader_of = self._leader_of_fn()
+        while True:
+            drained = self.acc.drain(leader_of, {node}, 1 << 62, wall).get(node)
+            if not drained:
+                return
+            for b in drained:
+                self._fail(b, exc, wall)
 
     def _expire(self, wall: int, timeout: int) -> int:
         for b in self.acc.expired(wall, self.delivery_timeout_ms):

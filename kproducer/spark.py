@@ -25,23 +25,66 @@ in that worker (``spark.python.worker.reuse``, on by default). The cache is fork
 closes its producers at interpreter exit; PySpark's forked workers end with ``os._exit``,
 which skips that, so the per-task flush is what guarantees delivery.
 
-Executors need kproducer importable in their Python (it is a compiled extension:
-``--py-files`` cannot load its ``.so`` files from a zip). Install the wheel on the
-executors' Python, or ship a packed virtual environment (``spark.archives``).
+Executors need kproducer importable in their Python. :func:`ship` does it for a cluster
+whose executors do not have it installed::
+
+    from kproducer.spark import ship, write_kafka
+    ship(spark)                       # or ship(spark, "dist/kproducer-0.1.0-cp311-cp311-linux_x86_64.whl")
+    write_kafka(df, bootstrap_servers="broker:9092", topic="events")
+
+What works:
+
+- ``ship(spark)``: packs the kproducer the driver runs (its modules and compiled
+  extensions) into a zip and adds it with ``SparkContext.addPyFile``; with a wheel path it
+  ships that wheel instead (as a ``.zip`` copy: PySpark only puts ``.zip``, ``.egg`` and
+  ``.jar`` files on the workers' ``sys.path``). Call it before building the DataFrame
+  operations that need kproducer: PySpark records the include list when it wraps a job's
+  Python function. The executors' Python must match the one the archive was built for
+  (same ``X.Y`` version and platform, e.g. ``cp311`` ``linux_x86_64``); otherwise the
+  import fails on the executor with an ImportError naming both.
+- ``spark-submit --py-files kproducer-0.1.0-cp311-cp311-linux_x86_64.zip`` (the wheel
+  renamed to ``.zip``), or ``addPyFile`` of it, works the same way: the Python worker puts
+  the zip on ``sys.path`` before unpickling the task, zipimport loads
+  ``kproducer/__init__.py`` from it, and that notices it is inside an archive and extracts
+  the archive's ``kproducer/`` once per archive content into a per-user cache
+  (``$KPRODUCER_CACHE_DIR``, else ``~/.cache/kproducer``, else ``<tmp>/kproducer-<uid>``;
+  not on a ``noexec`` mount), from which the compiled ``.so`` modules load. Keep the
+  ``.zip`` name: with ``--py-files x.whl`` the driver gets the wheel on its path but, in
+  local and standalone modes, the executors do not (PySpark adds only ``.zip``, ``.egg``
+  and ``.jar`` includes to the workers' ``sys.path``).
+- Installing the wheel into every node's Python (``pip install kproducer-...whl``), or a
+  packed virtual environment with kproducer installed (``spark.archives`` /
+  ``--archives venv.tar.gz#env`` with ``spark.pyspark.python=./env/bin/python``).
+
+What does not: a zip of kproducer without this self-extracting ``__init__`` (releases
+before it, or a hand-made zip of another layout): zipimport cannot load ``.so`` files; and an
+archive built for another Python version or platform than the executors'.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
+import importlib.machinery
 import itertools
 import json
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
 import time
+import warnings
+import zipfile
 from collections import Counter
 
+import kproducer
+from kproducer import _archive
 from kproducer.config import ProducerConfig
 from kproducer.producer import _cached_producer, _check_topic
 
-__all__ = ["write_kafka"]
+__all__ = ["ship", "write_kafka"]
 
 _SUMMARY_SCHEMA = "rows long, bytes long, seconds double, per_topic string"
 _CALLABLE_SETTINGS = ("key.serializer", "value.serializer", "partitioner")
@@ -102,12 +145,132 @@ def write_kafka(df, *, bootstrap_servers, topic=None, **producer_config) -> dict
         columns.append("topic")
     func = functools.partial(_write_batches, user_config, topic)
     start = time.monotonic()
-    rows = df.select(*columns).mapInArrow(func, _SUMMARY_SCHEMA).collect()
+    try:
+        rows = df.select(*columns).mapInArrow(func, _SUMMARY_SCHEMA).collect()
+    except Exception as exc:
+        if "No module named 'kproducer'" in str(exc):
+            raise ImportError("write_kafka: the executors' Python cannot import kproducer: ship it "
+                              "with kproducer.spark.ship(spark) before the job, or install it "
+                              "there") from exc
+        raise
     per_topic: Counter = Counter()
     for r in rows:
         per_topic.update(json.loads(r["per_topic"]))
     return {"rows": sum(r["rows"] for r in rows), "bytes": sum(r["bytes"] for r in rows),
             "seconds": time.monotonic() - start, "per_topic": dict(per_topic)}
+
+
+def ship(spark, wheel_path=None) -> str:
+    """Makes kproducer importable on the executors of ``spark`` (a SparkSession or
+    SparkContext) and returns the path of the archive added with ``addPyFile``.
+
+    Without ``wheel_path`` the kproducer this driver runs is packed into a zip (its Python
+    modules and the compiled modules of this interpreter; no compiler needed), so the
+    executors run the driver's code. ``wheel_path`` is a kproducer wheel or zip built for
+    the executors' Python, shipped as a ``.zip`` copy. See the module documentation.
+    """
+    sc = getattr(spark, "sparkContext", spark)
+    if wheel_path is None:
+        path = _pack_running_package()
+    else:
+        path = _zip_copy(os.fspath(wheel_path))
+    sc.addPyFile(path)
+    return path
+
+
+def _shipped_dir() -> str:
+    path = os.path.join(_archive.cache_root(), "shipped")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def _package_files() -> list[tuple[str, str]]:
+    """(archive name, file) of the running kproducer: what a wheel installs (Python
+    modules, py.typed, compiled modules this interpreter loads), no sources or caches."""
+    root = os.path.dirname(os.path.abspath(kproducer.__path__[0]))
+    suffixes = set(importlib.machinery.EXTENSION_SUFFIXES)   # not builds for other Pythons
+    out = []
+    for directory, dirs, files in os.walk(kproducer.__path__[0]):
+        dirs[:] = sorted(d for d in dirs if os.path.exists(os.path.join(directory, d, "__init__.py")))
+        for name in sorted(files):
+            if name.endswith((".py", ".pyi")) or name == "py.typed" \
+                    or (name.endswith(_archive.COMPILED) and _archive.suffix(name) in suffixes):
+                full = os.path.join(directory, name)
+                out.append((os.path.relpath(full, root).replace(os.sep, "/"), full))
+    return out
+
+
+def _pack_running_package() -> str:
+    files = _package_files()
+    h = hashlib.sha256()
+    for name, full in files:
+        with open(full, "rb") as f:
+            h.update(name.encode() + b"\0" + f.read() + b"\0")
+    # The content digest in the name: addFile refuses a second, different file of one name.
+    tag = _interpreter_tag()
+    path = os.path.join(_shipped_dir(), f"kproducer-{kproducer.__version__}-{tag}-{h.hexdigest()[:20]}.zip")
+    if not os.path.exists(path):
+        with _atomic_file(path) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, full in files:
+                zf.write(full, name)
+            info = f"kproducer-{kproducer.__version__}.dist-info"
+            zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: kproducer\n"
+                                            f"Version: {kproducer.__version__}\n")
+            zf.writestr(f"{info}/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n")
+    return path
+
+
+@contextlib.contextmanager
+def _atomic_file(path: str):
+    """A temporary name next to ``path``, renamed to it when the block succeeds."""
+    fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=os.path.dirname(path))
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _interpreter_tag() -> str:
+    """This interpreter's wheel tag, e.g. cp311-cp311-linux_x86_64 (PEP 425)."""
+    py = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    return f"{py}-{py}-{platform}"
+
+
+def _zip_copy(wheel: str) -> str:
+    """``wheel`` checked, as a ``.zip`` PySpark will put on the workers' sys.path."""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            names = zf.namelist()
+            if "kproducer/__init__.py" not in names:
+                raise ValueError(f"kproducer.spark.ship: {wheel} has no kproducer/__init__.py "
+                                 f"at its root (not a kproducer wheel)")
+            if "kproducer/_archive.py" not in names:
+                raise ValueError(f"kproducer.spark.ship: {wheel} is a kproducer without the "
+                                 f"self-extracting import (older than this version): its compiled "
+                                 f"modules cannot load from a zip; install it on the executors instead")
+            try:
+                _archive.check_compatible(zf, wheel, [n for n in names if n.startswith("kproducer/")])
+            except ImportError as exc:
+                warnings.warn(f"{exc}; the executors need the Python it was built for",
+                              RuntimeWarning, stacklevel=3)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"kproducer.spark.ship: cannot read {wheel}: {exc}") from exc
+    if wheel.endswith(".zip"):
+        return os.path.abspath(wheel)
+    h = hashlib.sha256()
+    with open(wheel, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    stem = os.path.basename(wheel).rsplit(".", 1)[0]
+    path = os.path.join(_shipped_dir(), f"{stem}-{h.hexdigest()[:20]}.zip")
+    if not os.path.exists(path):
+        with _atomic_file(path) as tmp:
+            shutil.copyfile(wheel, tmp)
+    return path
 
 
 # -- on the executors -----------------------------------------------------------------------

@@ -47,6 +47,19 @@ JAVA_DEFAULTS = {
     "receive.buffer.bytes": 32768,
     "connections.max.idle.ms": 540000,
     "security.protocol": "PLAINTEXT",
+    "ssl.truststore.location": None,
+    "ssl.truststore.type": "PEM",      # Java: JKS; kproducer reads PEM only
+    "ssl.keystore.location": None,
+    "ssl.keystore.type": "PEM",        # Java: JKS
+    "ssl.key.password": None,
+    "ssl.endpoint.identification.algorithm": "https",
+    "ssl.ca.location": None,           # librdkafka's names
+    "ssl.certificate.location": None,
+    "ssl.key.location": None,
+    "sasl.mechanism": "GSSAPI",
+    "sasl.jaas.config": None,
+    "sasl.username": None,
+    "sasl.password": None,
     "transactional.id": None,
     "key.serializer": None,
     "value.serializer": None,
@@ -170,8 +183,8 @@ def test_other_clients_names_point_to_kafkas():
 
 
 @pytest.mark.parametrize("name", ["interceptor.classes", "metric.reporters", "client.dns.lookup",
-                                  "transaction.timeout.ms", "ssl.truststore.location",
-                                  "sasl.mechanism", "metrics.context.foo", "sasl.new.thing"])
+                                  "transaction.timeout.ms", "ssl.truststore.password",
+                                  "sasl.kerberos.service.name", "metrics.context.foo", "sasl.new.thing"])
 def test_known_java_settings_we_do_not_implement(name):
     msg = err(**{name: "x"})
     assert f"'{name}' is a Kafka producer setting that kproducer does not support" in msg
@@ -197,9 +210,11 @@ def test_unsupported_list_does_not_overlap_settings():
 
 def test_security_protocol():
     assert ProducerConfig(bootstrap_servers=BS, security_protocol="plaintext").security_protocol == "PLAINTEXT"
-    for proto in ("SSL", "SASL_PLAINTEXT", "sasl_ssl"):
-        msg = err(security_protocol=proto)
-        assert "valid Kafka value but kproducer does not support it yet" in msg
+    assert ProducerConfig(bootstrap_servers=BS, security_protocol="ssl").security_protocol == "SSL"
+    for proto in ("SASL_PLAINTEXT", "sasl_ssl"):
+        cfg = ProducerConfig(bootstrap_servers=BS, security_protocol=proto, sasl_mechanism="PLAIN",
+                             sasl_username="u", sasl_password="p")
+        assert cfg.security_protocol == proto.upper()
     assert "not a valid value" in err(security_protocol="TLS")
 
 
@@ -512,19 +527,14 @@ def test_ordinary_settings_are_not_secret(name):
     assert not is_secret(name)
 
 
-def test_repr_hides_secret_settings(monkeypatch):
-    # No credential setting is implemented yet (SASL/SSL are refused), so exercise
-    # the repr path with a user setting whose name marks it as a credential.
-    import kproducer.config as config_mod
-    fake = Setting("sasl.password", "str", None, "test-only credential")
-    monkeypatch.setitem(config_mod.SETTINGS, "sasl.password", fake)
-    monkeypatch.setattr(config_mod, "_DEFS", [*config_mod._DEFS, fake])
-    cfg = ProducerConfig(bootstrap_servers=BS, sasl_password="hunter2")
+def test_repr_hides_secret_settings():
+    sasl = dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_username="u")
+    cfg = ProducerConfig(bootstrap_servers=BS, sasl_password="hunter2", **sasl)
     assert cfg["sasl.password"] == "hunter2"
     assert "hunter2" not in repr(cfg)
     assert "'sasl.password': [hidden]" in repr(cfg)
     with pytest.raises(ConfigError) as exc:
-        ProducerConfig({"bootstrap.servers": BS, "sasl.password": "hunter2"}, sasl_password="other")
+        ProducerConfig({"bootstrap.servers": BS, "sasl.password": "hunter2"}, sasl_password="other", **sasl)
     assert "hunter2" not in str(exc.value) and "other" not in str(exc.value)
 
 

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from kproducer.errors import (BrokerResponseError, ProtocolDecodeError, ProtocolError,
                               UnsupportedVersionError)
 from kproducer.protocol import (API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID, METADATA, PRODUCE,
-                                REQUESTS, RESPONSES, STRUCTS, SUPPORTED_VERSIONS,
+                                REQUESTS, SASL_AUTHENTICATE, SASL_HANDSHAKE, RESPONSES, STRUCTS, SUPPORTED_VERSIONS,
                                 ApiVersionsRequest, ApiVersionsResponse, CreateTopicsResponse, ErrorCode,
                                 InitProducerIdRequest, InitProducerIdResponse, MetadataRequest,
                                 MetadataRequestTopic, MetadataResponse, PartitionProduceData,
@@ -517,6 +517,9 @@ def rich_responses():
                 num_partitions=3, replication_factor=1,
                 configs=[S["CreatableTopicConfigs"](name="k", value=None, read_only=True, config_source=1,
                                                     is_sensitive=False)])]),
+        SASL_HANDSHAKE: RESPONSES[SASL_HANDSHAKE](error_code=33, mechanisms=["PLAIN", "SCRAM-SHA-256"]),
+        SASL_AUTHENTICATE: RESPONSES[SASL_AUTHENTICATE](error_code=58, error_message="no",
+                                                        auth_bytes=b"v=abc", session_lifetime_ms=9),
     }
 
 

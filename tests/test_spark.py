@@ -1,14 +1,21 @@
-"""kproducer.spark.write_kafka on PySpark local mode against the real broker, read back with
-confluent-kafka; and pickling a Producer into the per-process cache."""
+"""kproducer.spark on PySpark against the real broker, read back with confluent-kafka:
+write_kafka on local mode (one session for the module); ship() to a local-cluster whose
+executors' Python lacks kproducer (in a subprocess: one SparkContext per process); the
+self-extracting import from a zip on its own; pickling a Producer into the per-process cache."""
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
+import shlex
 import socket
 import subprocess
 import sys
+import sysconfig
 import textwrap
+import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -16,19 +23,23 @@ import pytest
 import pandas  # noqa: F401,E402
 import pyspark  # noqa: F401,E402
 
-from kafka.partitioner.default import murmur2  # kafka-python: Java's murmur2
+from kafka.partitioner.default import murmur2  # kafka-python: Java's murmur2, pure Python
 
+import kproducer
 from kproducer import Producer
+from kproducer.codec import murmur2_partition
 from kproducer.producer import _cached_producer
-from kproducer.spark import write_kafka
+from kproducer.spark import ship, write_kafka
 from kproducer.testing.readback import read_back
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def java_partition(key: bytes, n: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % n
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark():
     from pyspark.sql import SparkSession
 
@@ -49,10 +60,11 @@ def spark():
         session.stop()
 
 
-def test_write_kafka_200k_rows_on_java_partitions(spark, broker):
-    n_rows, n_parts = 200_000, 4
+@pytest.mark.slow
+def test_write_kafka_1m_rows_exactly_once_on_java_partitions(spark, broker):
+    n_rows, n_parts, n_tasks = 1_000_000, 4, 4
     broker.create_topic("bulk", n_parts)
-    df = spark.range(n_rows, numPartitions=4).selectExpr(
+    df = spark.range(n_rows, numPartitions=n_tasks).selectExpr(
         "concat('key-', cast(id as string)) AS key",
         "unhex(lpad(hex(id), 200, '0')) AS value")  # 100 bytes, unique per row
     summary = write_kafka(df, bootstrap_servers=broker.bootstrap, topic="bulk", linger_ms=5)
@@ -63,21 +75,23 @@ def test_write_kafka_200k_rows_on_java_partitions(spark, broker):
     assert summary["seconds"] > 0
     print(f"write_kafka: {n_rows} rows in {summary['seconds']:.2f} s")
 
-    got = read_back(broker.bootstrap, "bulk", timeout=120)
-    seen = set()
-    for p, msgs in got.items():
+    seen = bytearray(n_rows)   # times each id was read
+    for p in range(n_parts):   # one partition at a time: a million Msg objects at once is a lot
+        msgs = read_back(broker.bootstrap, "bulk", partitions=[p], timeout=180)[p]
+        last = [-1] * n_tasks  # Spark partition t holds a range of ids, sent in order
         for m in msgs:
             i = int(m.key[4:])
-            assert m.value == i.to_bytes(100, "big"), m.key
-            assert p == java_partition(m.key, n_parts), m.key
-            assert m.key not in seen, f"{m.key!r} read twice"
-            seen.add(m.key)
-        # Each Spark partition holds a range of ids: its records keep their order.
-        ids = [int(m.key[4:]) for m in msgs]
-        for spark_part in range(4):
-            run = [i for i in ids if i * 4 // n_rows == spark_part]
-            assert run == sorted(run)
-    assert len(seen) == n_rows
+            assert m.key == b"key-%d" % i and m.value == i.to_bytes(100, "big"), m.offset
+            assert murmur2_partition(m.key, n_parts) == p, m.key
+            assert seen[i] == 0, f"{m.key!r} read twice"
+            seen[i] = 1
+            t = i * n_tasks // n_rows
+            assert i > last[t], f"{m.key!r} after key-{last[t]} in partition {p}"
+            last[t] = i
+        # The partitioner check above uses kproducer's C murmur2; an independent oracle on a sample.
+        for m in msgs[:: max(1, len(msgs) // 2000)]:
+            assert java_partition(m.key, n_parts) == p, m.key
+    assert seen.count(1) == n_rows   # every row exactly once
 
 
 def test_write_kafka_topic_partition_headers_null_keys(spark, broker):
@@ -276,3 +290,271 @@ def test_pickling_callables_by_reference():
             pickle.dumps(p)
     finally:
         p.close(0)
+
+
+# -- shipping kproducer to executors whose Python lacks it ---------------------------------
+
+def _site_dirs() -> list[str]:
+    import site
+
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+
+
+@pytest.fixture(scope="module")
+def executor_python(tmp_path_factory) -> str:
+    """A Python without kproducer but with everything else: this interpreter run with -S
+    (no site-packages, no .pth files, so no editable-install finder) and PYTHONPATH set to
+    a directory of links to every installed distribution except kproducer's entries."""
+    tmp = tmp_path_factory.mktemp("executor-python")
+    site = tmp / "site-packages"
+    site.mkdir()
+    for d in _site_dirs():
+        for name in sorted(os.listdir(d)):
+            if name.startswith(("kproducer", "__editable__")) or name.endswith(".pth") \
+                    or name == "__pycache__" or (site / name).exists():
+                continue
+            (site / name).symlink_to(os.path.join(d, name))
+    wrapper = tmp / "python"
+    # Keeps the PYTHONPATH Spark gives its workers (its own pyspark.zip and py4j).
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}"{shlex.quote(str(site))} '
+                       f'exec {shlex.quote(sys.executable)} -S "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def _clean_env(**extra) -> dict:
+    """This environment without anything that could put kproducer on a child's path."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+           and not k.startswith("KPRODUCER_")}
+    env.update(extra)
+    return env
+
+
+def _run(cmd, *, env, cwd, timeout=120):
+    return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+_CLUSTER_DRIVER = textwrap.dedent("""
+    import json, os, sys
+    from pyspark.sql import SparkSession
+    from kproducer.config import ProducerConfig
+    from kproducer.spark import ship, write_kafka
+
+    bootstrap, n_rows = sys.argv[1], int(sys.argv[2])
+    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("kproducer-ship")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             # A failed task fails the job: no retry may hide an error or duplicate records.
+             .config("spark.task.maxFailures", "1")
+             .config("spark.executorEnv.KPRODUCER_CACHE_DIR", os.environ["KPRODUCER_CACHE_DIR"])
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    out = {}
+    df = spark.range(n_rows, numPartitions=4).selectExpr(
+        "concat('key-', cast(id as string)) AS key", "unhex(lpad(hex(id), 200, '0')) AS value")
+    try:
+        write_kafka(df, bootstrap_servers=bootstrap, topic="never")
+        out["without_ship"] = None
+    except Exception as exc:
+        out["without_ship"] = [type(exc).__name__, str(exc), str(exc.__cause__)]
+    out["shipped"] = ship(spark)
+    settings = {"linger_ms": 5}
+    out["summaries"] = [write_kafka(df, bootstrap_servers=bootstrap, topic=t, **settings)
+                        for t in ("lc1", "lc2")]
+    user_config = ProducerConfig(settings, bootstrap_servers=bootstrap).user_config
+
+    def probe(batches):
+        # Runs in the same pool of Arrow Python workers as write_kafka's tasks.
+        import pyarrow as pa
+        import kproducer, kproducer._codec
+        from kproducer.producer import _cached_producer
+        for _ in batches:
+            pass
+        p = _cached_producer(user_config)
+        yield pa.RecordBatch.from_pydict({
+            "pid": [os.getpid()], "package": [kproducer.__file__],
+            "codec": [kproducer._codec.__file__], "producer": [id(p)],
+            "acked": [p.metrics().get("records_acked", 0)]})
+
+    schema = "pid long, package string, codec string, producer long, acked long"
+    out["probe"] = [r.asDict() for r in
+                    spark.range(4, numPartitions=4).mapInArrow(probe, schema).collect()]
+    spark.stop()
+    print("RESULT " + json.dumps(out), flush=True)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_ship_to_local_cluster_executors_without_kproducer(tmp_path, broker, executor_python):
+    env = _clean_env()
+    # The executors' Python really lacks kproducer, and has what a PySpark worker needs.
+    proc = _run([executor_python, "-c", "import kproducer"], env=env, cwd=tmp_path)
+    assert proc.returncode != 0 and "No module named 'kproducer'" in proc.stderr, proc.stderr
+    proc = _run([executor_python, "-c", "import pyspark, pyarrow, pandas, cramjam"], env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+    # SPARK_HOME: pip's pyspark package (bin/spark-class, jars), seen through links so that
+    # the standalone workers' work directories (SPARK_HOME/work) land in tmp_path.
+    spark_home = tmp_path / "spark-home"
+    spark_home.mkdir()
+    package = Path(pyspark.__file__).parent
+    for entry in package.iterdir():
+        (spark_home / entry.name).symlink_to(entry)
+    cache = tmp_path / "cache"
+    n_rows = 20_000
+    for topic in ("never", "lc1", "lc2"):
+        broker.create_topic(topic, 3)
+    script = tmp_path / "driver.py"
+    script.write_text(_CLUSTER_DRIVER)
+    env = _clean_env(SPARK_HOME=str(spark_home), PYSPARK_PYTHON=executor_python,
+                     KPRODUCER_CACHE_DIR=str(cache))
+    # The driver runs this interpreter, with kproducer installed (editable) as usual.
+    proc = _run([sys.executable, str(script), broker.bootstrap, str(n_rows)], env=env,
+                cwd=tmp_path, timeout=840)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-6000:]
+    out = json.loads(lines[0][len("RESULT "):])
+
+    # Without ship(): the job fails, saying why.
+    kind, message, cause = out["without_ship"]
+    assert kind == "ImportError" and "kproducer.spark.ship" in message, out["without_ship"]
+    assert "No module named 'kproducer'" in cause, cause
+
+    shipped = out["shipped"]
+    assert shipped.startswith(str(cache / "shipped")) and shipped.endswith(".zip")
+    assert zipfile.ZipFile(shipped).getinfo("kproducer/_archive.py")
+    for summary, topic in zip(out["summaries"], ("lc1", "lc2")):
+        assert summary["rows"] == n_rows and summary["per_topic"] == {topic: n_rows}
+
+    # The executors imported kproducer from the shipped archive, extracted into the cache.
+    probes = out["probe"]
+    assert len(probes) == 4
+    for p in probes:
+        for path in (p["package"], p["codec"]):
+            assert path.startswith(str(cache) + os.sep) and str(ROOT) not in path, p
+        assert p["codec"].endswith(".so")
+    extracted = [d.name for d in cache.iterdir() if d.name != "shipped"]
+    assert len(extracted) == 1 and extracted[0].startswith("kproducer-"), extracted
+
+    # One producer per worker process, reused by every write_kafka task it ran in both
+    # jobs: the producers the workers still hold acknowledged all 2 * n_rows records.
+    producers = {}
+    for p in probes:
+        producers.setdefault(p["pid"], set()).add((p["producer"], p["acked"]))
+    assert all(len(v) == 1 for v in producers.values()), producers
+    assert sum(acked for v in producers.values() for _, acked in v) == 2 * n_rows, producers
+
+    assert read_back(broker.bootstrap, "never", timeout=60) == {0: [], 1: [], 2: []}
+    for topic in ("lc1", "lc2"):
+        got = read_back(broker.bootstrap, topic, timeout=60)
+        keys = sorted(int(m.key[4:]) for msgs in got.values() for m in msgs)
+        assert keys == list(range(n_rows)), topic
+        for p, msgs in got.items():
+            for m in msgs:
+                assert m.value == int(m.key[4:]).to_bytes(100, "big")
+                assert p == java_partition(m.key, 3), m.key
+
+
+class _Context:
+    """Stands in for a SparkContext: records what ship() adds (the real one is tested above)."""
+
+    def __init__(self):
+        self.added = []
+
+    def addPyFile(self, path):
+        self.added.append(path)
+
+
+_CHECK_IMPORT = ("import kproducer, kproducer.codec as c, kproducer._codec as m; "
+                 "assert c.crc32c(b'123456789') == 0xE3069283; "
+                 "print(kproducer.__file__, m.__file__)")
+
+
+def test_zip_import_extracts_once_for_racing_workers(tmp_path, monkeypatch, executor_python):
+    monkeypatch.setenv("KPRODUCER_CACHE_DIR", str(tmp_path / "driver-cache"))
+    context = _Context()
+    archive = ship(context)
+    assert context.added == [archive]
+    assert ship(context) == archive   # same running package: same archive, not packed again
+    names = zipfile.ZipFile(archive).namelist()
+    assert "kproducer/__init__.py" in names and "kproducer/spark.py" in names
+    assert not [n for n in names if n.endswith((".c", ".pyx", ".pxd", ".pyc"))], names
+    assert sorted(n for n in names if n.endswith(".so")) == sorted(
+        f"kproducer/{m}" for m in os.listdir(os.path.dirname(kproducer.__file__))
+        if m.endswith(sysconfig.get_config_var("EXT_SUFFIX")))
+
+    # Several workers import from the zip at once into an empty cache: one extraction wins.
+    cache = tmp_path / "cache"
+    env = _clean_env(PYTHONPATH=archive, KPRODUCER_CACHE_DIR=str(cache))
+    procs = [subprocess.Popen([executor_python, "-c", _CHECK_IMPORT], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(6)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    entries = os.listdir(cache)
+    assert len(entries) == 1 and entries[0].startswith("kproducer-"), entries   # no temp leftovers
+    package = cache / entries[0] / "kproducer"
+    codec = package / f"_codec{sysconfig.get_config_var('EXT_SUFFIX')}"
+    assert {out for out, _ in outputs} == {f"{package / '__init__.py'} {codec}\n"}
+    assert {p.name for p in package.iterdir()} >= {"__init__.py", "spark.py", "protocol", "testing"}
+
+
+def _retagged(archive: str, dest: Path, py: str) -> Path:
+    """A copy of ``archive`` claiming to be built for CPython ``py`` (e.g. "39")."""
+    ours = sysconfig.get_config_var("EXT_SUFFIX")   # .cpython-311-x86_64-linux-gnu.so
+    theirs = ours.replace(f"-{sys.version_info[0]}{sys.version_info[1]}-", f"-{py}-")
+    with zipfile.ZipFile(archive) as src, zipfile.ZipFile(dest, "w") as out:
+        for info in src.infolist():
+            data = src.read(info)
+            name = info.filename
+            if name.endswith(ours):
+                name = name[: -len(ours)] + theirs
+            elif name.endswith("/WHEEL"):
+                data = data.replace(f"cp{sys.version_info[0]}{sys.version_info[1]}".encode(), f"cp{py}".encode())
+            out.writestr(name, data)
+    return dest
+
+
+def test_archive_for_another_python_fails_clearly(tmp_path, monkeypatch, executor_python):
+    monkeypatch.setenv("KPRODUCER_CACHE_DIR", str(tmp_path / "driver-cache"))
+    archive = ship(_Context())
+    wheel = _retagged(archive, tmp_path / "kproducer-0.1.0-cp39-cp39-linux_x86_64.whl", "39")
+
+    # On the driver: shipped as a .zip copy (PySpark puts only .zip/.egg/.jar on sys.path),
+    # with a warning that this Python could not load it.
+    context = _Context()
+    with pytest.warns(RuntimeWarning, match="wheel tag cp39-cp39-linux_x86_64"):
+        shipped = ship(context, wheel_path=wheel)
+    assert context.added == [shipped] and shipped.endswith(".zip")
+    assert Path(shipped).read_bytes() == wheel.read_bytes()
+
+    # On an executor: an ImportError naming the wheel's tag and the executor's Python.
+    env = _clean_env(PYTHONPATH=shipped, KPRODUCER_CACHE_DIR=str(tmp_path / "cache"))
+    proc = _run([executor_python, "-c", "import kproducer"], env=env, cwd=tmp_path)
+    assert proc.returncode != 0
+    error = proc.stderr.strip().splitlines()[-1]
+    assert error.startswith("ImportError: kproducer: ") and "wheel tag cp39-cp39-linux_x86_64" in error, error
+    assert f"Python {sys.version_info[0]}.{sys.version_info[1]}." in error, error
+    assert not (tmp_path / "cache").exists() or not os.listdir(tmp_path / "cache")  # nothing extracted
+
+
+def test_ship_rejects_what_cannot_work(tmp_path, monkeypatch):
+    monkeypatch.setenv("KPRODUCER_CACHE_DIR", str(tmp_path / "driver-cache"))
+    with pytest.raises(ValueError, match="cannot read"):
+        ship(_Context(), wheel_path=tmp_path / "missing.whl")
+    other = tmp_path / "other.zip"
+    with zipfile.ZipFile(other, "w") as zf:
+        zf.writestr("somepackage/__init__.py", "")
+    with pytest.raises(ValueError, match="no kproducer/__init__.py"):
+        ship(_Context(), wheel_path=other)
+    old = tmp_path / "kproducer-0.0.1-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(old, "w") as zf:
+        zf.writestr("kproducer/__init__.py", "")
+        zf.writestr("kproducer/_codec.cpython-311-x86_64-linux-gnu.so", b"")
+    with pytest.raises(ValueError, match="without the self-extracting import"):
+        ship(_Context(), wheel_path=old)

@@ -21,6 +21,7 @@ cdef extern from "kp_common.h" nogil:
         KP_ERR_ADDRESS
         KP_ERR_EOF
         KP_ERR_FULL
+        KP_ERR_TLS
 
     ctypedef struct kp_error:
         const char *field

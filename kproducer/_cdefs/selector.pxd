@@ -1,11 +1,13 @@
 # Declarations of csrc/kp_selector.h.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from kproducer._cdefs.common cimport kp_status
+from kproducer._cdefs.tls cimport kp_tls_ctx
 
 cdef extern from "kp_selector.h" nogil:
     enum: KP_SEL_READ_CHUNK
     enum: KP_SEL_READ_BUDGET
     enum: KP_SEL_MAX_CONNECTIONS
+    enum: KP_SEL_TLS_WRITE_BUDGET
 
     ctypedef enum kp_sel_state:
         KP_SEL_FREE
@@ -18,6 +20,7 @@ cdef extern from "kp_selector.h" nogil:
         int sys_errno
         int64_t value
         int was_connected
+        char *detail
 
     ctypedef struct kp_sel_receive:
         int32_t id
@@ -49,6 +52,10 @@ cdef extern from "kp_selector.h" nogil:
     void kp_selector_free(kp_selector *s)
     kp_status kp_selector_connect(kp_selector *s, int32_t id, const char *host, int port,
                                   int send_buffer, int receive_buffer, int *sys_errno)
+    kp_status kp_selector_connect_tls(kp_selector *s, int32_t id, const char *host, int port,
+                                      int send_buffer, int receive_buffer, const kp_tls_ctx *tls,
+                                      const char *server_name, int *sys_errno, char *err,
+                                      size_t errlen)
     kp_status kp_selector_send(kp_selector *s, int32_t id, const uint8_t *data, size_t len)
     kp_status kp_selector_send_frame(kp_selector *s, int32_t id, const uint8_t *payload, size_t len)
     kp_status kp_selector_poll(kp_selector *s, int timeout_ms, const kp_sel_results **out,

@@ -2,7 +2,8 @@
 
 * :mod:`.primitives` - bounds-checked :class:`Reader`, :class:`Writer`, varints, framing
 * :mod:`.schema` - declarative :class:`Field` / :class:`Message` schemas and the codec
-* :mod:`.messages` - ApiVersions, Metadata, Produce, InitProducerId, CreateTopics
+* :mod:`.messages` - ApiVersions, Metadata, Produce, InitProducerId, CreateTopics,
+  SaslHandshake, SaslAuthenticate
 * :mod:`.versions` - API keys, ``SUPPORTED_VERSIONS``, :func:`pick_version`
 * :mod:`.errors_table` - Kafka error codes, names and retriability
 
@@ -17,7 +18,9 @@ from .messages import (DEFAULT_CLIENT_ID, REQUESTS, RESPONSES, STRUCTS, ApiVersi
                        CreatableTopicConfig, CreateTopicsRequest, CreateTopicsResponse,
                        InitProducerIdRequest, InitProducerIdResponse, MetadataRequest,
                        MetadataRequestTopic, MetadataResponse, PartitionProduceData,
-                       ProduceRequest, ProduceResponse, TopicProduceData, decode_response,
+                       ProduceRequest, ProduceResponse, SaslAuthenticateRequest,
+                       SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+                       TopicProduceData, decode_response,
                        encode_request, peek_correlation_id, request_class,
                        request_header_version, response_header_version)
 from .primitives import Reader, Writer, frame
@@ -34,6 +37,8 @@ __all__ = [
     "ProduceResponse", "InitProducerIdRequest", "InitProducerIdResponse",
     "CreateTopicsRequest", "CreatableTopic", "CreatableReplicaAssignment",
     "CreatableTopicConfig", "CreateTopicsResponse",
+    "SaslHandshakeRequest", "SaslHandshakeResponse", "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
     "decode_response", "encode_request", "peek_correlation_id", "request_class",
     "request_header_version", "response_header_version",
     "Reader", "Writer", "frame",

@@ -366,13 +366,41 @@ CreateTopicsResponse = _response("CreateTopicsResponse", _v.CREATE_TOPICS, "0-7"
 ])
 
 # --------------------------------------------------------------------------
+# SaslHandshake (key 17) and SaslAuthenticate (key 36)
+# --------------------------------------------------------------------------
+
+# Handshake v1 means "the SASL tokens follow in SaslAuthenticate requests"; after a
+# v0 handshake they travel as bare size-prefixed frames (the pre-KIP-152 form).
+SaslHandshakeRequest = _request("SaslHandshakeRequest", _v.SASL_HANDSHAKE, "0-1", "none", [
+    F("Mechanism", "string", "0+"),
+])
+
+SaslHandshakeResponse = _response("SaslHandshakeResponse", _v.SASL_HANDSHAKE, "0-1", "none", [
+    F("ErrorCode", "int16", "0+"),
+    F("Mechanisms", "[]string", "0+"),
+])
+
+SaslAuthenticateRequest = _request("SaslAuthenticateRequest", _v.SASL_AUTHENTICATE, "0-2", "2+", [
+    F("AuthBytes", "bytes", "0+"),
+])
+
+SaslAuthenticateResponse = _response("SaslAuthenticateResponse", _v.SASL_AUTHENTICATE, "0-2", "2+", [
+    F("ErrorCode", "int16", "0+"),
+    F("ErrorMessage", "string", "0+", nullable="0+", default=None),
+    F("AuthBytes", "bytes", "0+"),
+    F("SessionLifetimeMs", "int64", "1+", default=0, ignorable=True),
+])
+
+# --------------------------------------------------------------------------
 # Registries and nested classes
 # --------------------------------------------------------------------------
 
 REQUESTS: Dict[int, Type[Any]] = {c.API_KEY: c for c in (
-    ApiVersionsRequest, MetadataRequest, ProduceRequest, InitProducerIdRequest, CreateTopicsRequest)}
+    ApiVersionsRequest, MetadataRequest, ProduceRequest, InitProducerIdRequest, CreateTopicsRequest,
+    SaslHandshakeRequest, SaslAuthenticateRequest)}
 RESPONSES: Dict[int, Type[Any]] = {c.API_KEY: c for c in (
-    ApiVersionsResponse, MetadataResponse, ProduceResponse, InitProducerIdResponse, CreateTopicsResponse)}
+    ApiVersionsResponse, MetadataResponse, ProduceResponse, InitProducerIdResponse, CreateTopicsResponse,
+    SaslHandshakeResponse, SaslAuthenticateResponse)}
 
 #: Every nested struct class by its Kafka name (``"MetadataResponsePartition"``).
 STRUCTS: Dict[str, Type[Any]] = {}

@@ -38,12 +38,16 @@ API_NAMES: Dict[int, str] = {
 #    and the newest whose layouts differ only by fields we decode.
 #  - Produce 11 / InitProducerId 5 are the last versions before KIP-890 part 2
 #    changes transactional semantics (Produce 12 implies AddPartitionsToTxn).
+#  - SaslHandshake starts at 1: version 0 sends the SASL tokens as bare frames
+#    instead of SaslAuthenticate requests (brokers before Kafka 1.0, KIP-152).
 SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     PRODUCE: (3, 11),
     METADATA: (0, 12),
     API_VERSIONS: (0, 4),
     CREATE_TOPICS: (0, 7),
     INIT_PRODUCER_ID: (0, 5),
+    SASL_HANDSHAKE: (1, 1),
+    SASL_AUTHENTICATE: (0, 2),
 }
 
 

@@ -40,6 +40,14 @@ A size prefix that is negative or larger than ``max_frame_size`` cannot be a
 Kafka frame; from then on that direction of that connection is forwarded as
 raw bytes, uncounted (``stats()["framing_errors"]``), so the peer sees exactly
 what was sent.
+
+Random faults (:meth:`FaultProxy.chaos`): at random intervals drawn from a
+seeded RNG, the loop cuts one connection at once (RST both ways, whatever is
+in flight), stalls reads (from clients, from the broker or both) for a random
+while, or drops the next response from the broker. The sequence of choices is
+a function of the seed; when they land depends on the traffic and the timing.
+:meth:`FaultProxy.corrupt_response_every` replaces responses with garbage,
+truncated, mislabelled or oversized frames (a hostile or broken broker).
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ import errno
 import fcntl
 import ipaddress
 import math
+import random
 import selectors
 import socket
 import struct
@@ -85,7 +94,16 @@ _STAT_KEYS = (
     "bytes_to_client",        # bytes written to clients
     "single_byte_sends",      # send() calls that carried one byte (byte_by_byte mode)
     "framing_errors",         # directions switched to raw forwarding (bad size prefix)
+    "chaos_events",           # random faults chosen by chaos() (each also counted below)
+    "chaos_cuts",             # connections cut by chaos() (also in "cuts")
+    "chaos_stalls",           # stalls started by chaos()
+    "chaos_drops",            # responses dropped by chaos() (also in "responses_dropped")
+    "responses_corrupted",    # responses replaced by corrupt_response_every()
 )
+
+# corrupt_response_every() kinds: what replaces the chosen response.
+_CORRUPTIONS = ("garbage", "truncated", "wrong-id", "oversize")
+_CUT_AFTER = "cut"       # a queue entry's "counted" value: reset the connection once it is sent
 
 
 def _resolve_loopback(host: str, port: int) -> tuple[int, tuple]:
@@ -125,6 +143,40 @@ def _check_seconds(name: str, s: float) -> float:
 
 
 @dataclasses.dataclass(frozen=True)
+class _Chaos:
+    seed: int
+    interval: tuple[float, float]
+    weights: tuple[float, float, float]       # cut, stall, drop
+    stall_seconds: tuple[float, float]
+
+
+def _check_range(name: str, r) -> tuple[float, float]:
+    try:
+        lo, hi = (_check_seconds(name, x) for x in r)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: expected (min, max) seconds with 0 <= min <= max, got {r!r}") from exc
+    if lo > hi:
+        raise ValueError(f"{name}: expected (min, max) seconds with 0 <= min <= max, got {r!r}")
+    return lo, hi
+
+
+class _ChaosState:
+    """The loop thread's side of chaos(): RNG, next event time, stalls and drops due."""
+
+    __slots__ = ("spec", "gen", "rng", "next_at", "stall_client_until", "stall_target_until",
+                 "drops_due")
+
+    def __init__(self, spec: _Chaos | None = None, gen: int = 0, now: float = 0.0):
+        self.spec = spec
+        self.gen = gen
+        self.rng = random.Random(spec.seed) if spec is not None else None
+        self.next_at = now + self.rng.uniform(*spec.interval) if spec is not None else math.inf
+        self.stall_client_until = 0.0
+        self.stall_target_until = 0.0
+        self.drops_due = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class _Settings:
     cut_every: int | None = None
     cut_gen: int = 0
@@ -138,6 +190,12 @@ class _Settings:
     stall_client: bool = False
     stall_target: bool = False
     refuse_new: bool = False
+    chaos: _Chaos | None = None
+    chaos_gen: int = 0
+    corrupt_every: int | None = None
+    corrupt_kinds: tuple[str, ...] = _CORRUPTIONS
+    corrupt_seed: int = 0
+    corrupt_gen: int = 0
 
 
 class _Flow:
@@ -150,7 +208,8 @@ class _Flow:
         self.is_response = is_response
         self.inbuf = bytearray()
         self.raw = False              # framing lost: forward bytes as they come
-        # (due, data, counted): counted frames show in requests/responses_forwarded
+        # (due, data, counted): counted frames show in requests/responses_forwarded;
+        # counted == _CUT_AFTER marks where the connection is reset (a corrupted response)
         self.queue: collections.deque[tuple[float, bytes, bool]] = collections.deque()
         self.queued_bytes = 0
         self.cur: memoryview | None = None
@@ -167,7 +226,8 @@ class _Flow:
 
 class _Conn:
     __slots__ = ("client", "target", "connected", "connect_deadline", "req", "resp", "cut_gen",
-                 "drop_gen", "responses_seen", "responses_sent", "masks", "closed", "cut_deadline")
+                 "drop_gen", "responses_seen", "responses_sent", "masks", "closed", "cut_deadline",
+                 "corrupt_gen", "responses_for_corrupt")
 
     def __init__(self, client: socket.socket, target: socket.socket, settings: _Settings):
         self.client = client
@@ -183,6 +243,8 @@ class _Conn:
         self.masks: dict[socket.socket, int] = {client: 0, target: 0}
         self.closed = False
         self.cut_deadline: float | None = None   # set while a cut waits for its last response
+        self.corrupt_gen = settings.corrupt_gen
+        self.responses_for_corrupt = 0  # since corrupt_response_every() was last set
 
 
 class FaultProxy:
@@ -212,6 +274,8 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._settings = _Settings()
+        self._chaos = _ChaosState()                        # loop thread only
+        self._corrupt_rng: tuple[int, random.Random] | None = None   # (gen, rng), loop thread
         self._stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
         self._pending_stats: dict[str, int] = {}          # loop thread only
         self._commands: list[tuple[str, threading.Event, list]] = []
@@ -367,6 +431,72 @@ class FaultProxy:
         """
         self._set(refuse_new=bool(enabled))
 
+    def chaos(self, seed: int | None, *, interval: tuple[float, float] = (0.05, 0.5),
+              cut: float = 1.0, stall: float = 1.0, drop: float = 1.0,
+              stall_seconds: tuple[float, float] = (0.05, 1.0)) -> None:
+        """Inject random faults at random intervals; ``chaos(None)`` stops.
+
+        Every ``uniform(*interval)`` seconds the loop picks one fault, weighted by
+        ``cut``, ``stall`` and ``drop``, with ``random.Random(seed)``:
+
+        - cut: one open connection, chosen at random, is closed at once with RST
+          on both sides, whatever is in flight (``chaos_cuts``, also ``cuts``);
+        - stall: reading from the clients, from the broker or from both (chosen
+          at random) stops for ``uniform(*stall_seconds)`` seconds on every
+          connection, new ones included (``chaos_stalls``);
+        - drop: the next response from the broker, on whichever connection it
+          comes, is swallowed (``chaos_drops``, also ``responses_dropped``); drops
+          chosen before that response arrives count as one.
+
+        ``chaos_events`` counts the faults chosen. Calling again restarts the
+        schedule from the new seed (stalls and drops still due are forgotten).
+        """
+        if seed is None:
+            self._set(chaos=None)
+            return
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ValueError(f"chaos: seed must be an int or None, got {seed!r}")
+        weights = tuple(float(w) for w in (cut, stall, drop))
+        if not all(math.isfinite(w) and w >= 0 for w in weights) or not sum(weights) > 0:
+            raise ValueError(f"chaos: cut/stall/drop weights must be finite, >= 0 and not all 0, "
+                             f"got {weights!r}")
+        iv = _check_range("chaos(interval=)", interval)
+        if iv[1] <= 0:
+            raise ValueError(f"chaos(interval=): the longest interval must be > 0, got {interval!r}")
+        spec = _Chaos(seed, iv, weights, _check_range("chaos(stall_seconds=)", stall_seconds))
+        with self._lock:
+            s = self._settings
+            self._settings = dataclasses.replace(s, chaos=spec, chaos_gen=s.chaos_gen + 1)
+        self._wake()
+
+    def corrupt_response_every(self, n: int | None, *, kinds=_CORRUPTIONS, seed: int = 0) -> None:
+        """Replace every ``n``-th response from the broker (per connection) with a bad one.
+
+        The kind is drawn from ``kinds`` with ``random.Random(seed)``:
+
+        - ``"garbage"``: the response's correlation id, then 0..64 random bytes, in a
+          correctly sized frame (the client's decoder meets nonsense);
+        - ``"truncated"``: the first half of the frame, then the connection is reset;
+        - ``"wrong-id"``: the response with a different correlation id;
+        - ``"oversize"``: a size prefix of 0x7ffffff0 and a few bytes, then a reset.
+
+        Counted per connection like :meth:`drop_response_every`
+        (``responses_corrupted``). ``None`` disables.
+        """
+        n = _check_every("corrupt_response_every", n)
+        kinds = tuple(kinds)
+        bad = [k for k in kinds if k not in _CORRUPTIONS]
+        if not kinds or bad:
+            raise ValueError(f"corrupt_response_every: kinds must be a non-empty subset of "
+                             f"{_CORRUPTIONS}, got {kinds!r}")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ValueError(f"corrupt_response_every: seed must be an int, got {seed!r}")
+        with self._lock:
+            s = self._settings
+            self._settings = dataclasses.replace(s, corrupt_every=n, corrupt_kinds=kinds,
+                                                 corrupt_seed=seed, corrupt_gen=s.corrupt_gen + 1)
+        self._wake()
+
     def cut_all(self, timeout: float = 5.0) -> int:
         """Close every current connection now, both sides with RST; return how many.
 
@@ -387,7 +517,8 @@ class FaultProxy:
         """Turn every fault off (as after construction)."""
         with self._lock:
             s = self._settings
-            self._settings = _Settings(cut_gen=s.cut_gen + 1, drop_gen=s.drop_gen + 1)
+            self._settings = _Settings(cut_gen=s.cut_gen + 1, drop_gen=s.drop_gen + 1,
+                                       chaos_gen=s.chaos_gen + 1, corrupt_gen=s.corrupt_gen + 1)
         self._wake()
 
     # -- observation ----------------------------------------------------------------
@@ -464,6 +595,7 @@ class FaultProxy:
                         self._drain_wake()
                     elif not conn.closed:
                         self._on_event(conn, kind, mask, cfg, now)
+                self._run_chaos(cfg, now)
                 for conn in list(self._conns):
                     if not conn.closed:
                         self._service(conn, cfg)
@@ -497,6 +629,50 @@ class FaultProxy:
                 commands, self._commands = self._commands, []
             for _name, done, _result in commands:
                 done.set()
+
+    def _stalled(self, cfg: _Settings, now: float) -> tuple[bool, bool]:
+        """Whether reading from (clients, the broker) is stopped now, by stall() or chaos()."""
+        ch = self._chaos
+        on = cfg.chaos is not None
+        return (cfg.stall_client or (on and now < ch.stall_client_until),
+                cfg.stall_target or (on and now < ch.stall_target_until))
+
+    def _run_chaos(self, cfg: _Settings, now: float) -> None:
+        """Apply the random faults that are due (loop thread)."""
+        ch = self._chaos
+        if cfg.chaos is None:
+            if ch.spec is not None:
+                self._chaos = _ChaosState()
+            return
+        if ch.spec is None or ch.gen != cfg.chaos_gen:
+            ch = self._chaos = _ChaosState(cfg.chaos, cfg.chaos_gen, now)
+        spec, rng = ch.spec, ch.rng
+        while now >= ch.next_at:
+            # The next event is drawn from when this one happens, so a long select()
+            # (a busy machine) never releases a burst of overdue faults at once.
+            ch.next_at = now + rng.uniform(*spec.interval)
+            kind = rng.choices(("cut", "stall", "drop"), weights=spec.weights)[0]
+            self._count("chaos_events")
+            if kind == "cut":
+                live = [c for c in self._conns
+                        if c.connected and not c.closed and c.cut_deadline is None]
+                pick = rng.random()          # drawn either way: the sequence stays seeded
+                if live:
+                    self._count("cuts")
+                    self._count("chaos_cuts")
+                    self._close(live[int(pick * len(live))], reset=True)
+            elif kind == "stall":
+                until = now + rng.uniform(*spec.stall_seconds)
+                side = rng.choice(("client", "broker", "both"))
+                if side != "broker":
+                    ch.stall_client_until = max(ch.stall_client_until, until)
+                if side != "client":
+                    ch.stall_target_until = max(ch.stall_target_until, until)
+                self._count("chaos_stalls")
+            else:
+                # Not cumulative: drops chosen while no response passes (everything stalled or
+                # cut) would otherwise swallow every response that follows.
+                ch.drops_due = 1
 
     def _close_loop_resources(self) -> None:
         for s in (self._listener, self._wake_r, self._wake_w):
@@ -568,6 +744,12 @@ class FaultProxy:
         cfg = self._settings
         now = time.monotonic()
         timeout = _MAX_SELECT_TIMEOUT
+        stall_client, stall_target = self._stalled(cfg, now)
+        ch = self._chaos
+        if cfg.chaos is not None:
+            for t in (ch.next_at, ch.stall_client_until, ch.stall_target_until):
+                if t > now:
+                    timeout = min(timeout, t - now)
         for conn in self._conns:
             if conn.closed:
                 continue
@@ -582,12 +764,12 @@ class FaultProxy:
                 timeout = min(timeout, _CUT_POLL)
                 continue
             want_client = 0
-            if not cfg.stall_client and not conn.req.eof and conn.req.queued_bytes < _HIGH_WATER:
+            if not stall_client and not conn.req.eof and conn.req.queued_bytes < _HIGH_WATER:
                 want_client |= selectors.EVENT_READ
             if conn.resp.blocked:
                 want_client |= selectors.EVENT_WRITE
             want_target = 0
-            if not cfg.stall_target and not conn.resp.eof and conn.resp.queued_bytes < _HIGH_WATER:
+            if not stall_target and not conn.resp.eof and conn.resp.queued_bytes < _HIGH_WATER:
                 want_target |= selectors.EVENT_READ
             if conn.req.blocked:
                 want_target |= selectors.EVENT_WRITE
@@ -618,7 +800,7 @@ class FaultProxy:
         flow_out = conn.resp if kind == "client" else conn.req     # what this socket receives
         if mask & selectors.EVENT_WRITE:
             flow_out.blocked = False
-        stalled = cfg.stall_client if kind == "client" else cfg.stall_target
+        stalled = self._stalled(cfg, now)[0 if kind == "client" else 1]
         # The interest set was chosen before select(); a stall set since then must hold.
         if mask & selectors.EVENT_READ and not stalled:
             sock = conn.client if kind == "client" else conn.target
@@ -666,12 +848,47 @@ class FaultProxy:
                 if cfg.drop_every and conn.responses_seen % cfg.drop_every == 0:
                     self._count("responses_dropped")
                     continue
+                if self._chaos.drops_due and cfg.chaos is not None:
+                    self._chaos.drops_due -= 1
+                    self._count("responses_dropped")
+                    self._count("chaos_drops")
+                    continue
+                if cfg.corrupt_every:
+                    if conn.corrupt_gen != cfg.corrupt_gen:
+                        conn.corrupt_gen, conn.responses_for_corrupt = cfg.corrupt_gen, 0
+                    conn.responses_for_corrupt += 1
+                    if conn.responses_for_corrupt % cfg.corrupt_every == 0:
+                        self._corrupt(flow, frame, cfg, now)
+                        if flow.queue and flow.queue[-1][2] == _CUT_AFTER:
+                            flow.inbuf.clear()    # nothing after a reset
+                            return
+                        continue
             self._enqueue(flow, frame, True, cfg, now)
         if pos:
             del buf[:pos]
 
+    def _corrupt(self, flow: _Flow, frame: bytes, cfg: _Settings, now: float) -> None:
+        """Queue a bad replacement for the response ``frame`` (corrupt_response_every)."""
+        if self._corrupt_rng is None or self._corrupt_rng[0] != cfg.corrupt_gen:
+            self._corrupt_rng = (cfg.corrupt_gen, random.Random(cfg.corrupt_seed))
+        rng = self._corrupt_rng[1]
+        kind = rng.choice(cfg.corrupt_kinds)
+        self._count("responses_corrupted")
+        if kind == "garbage":
+            body = frame[4:8] + rng.randbytes(rng.randrange(0, 65))
+            self._enqueue(flow, struct.pack(">i", len(body)) + body, False, cfg, now)
+        elif kind == "wrong-id":
+            cid = (int.from_bytes(frame[4:8], "big") + rng.randrange(1, 1 << 16)) & 0x7FFFFFFF
+            self._enqueue(flow, frame[:4] + cid.to_bytes(4, "big") + frame[8:], False, cfg, now)
+        elif kind == "truncated":
+            self._enqueue(flow, frame[:len(frame) // 2], False, cfg, now)
+            self._enqueue(flow, b"", _CUT_AFTER, cfg, now)
+        else:  # oversize
+            self._enqueue(flow, struct.pack(">i", 0x7FFFFFF0) + rng.randbytes(16), False, cfg, now)
+            self._enqueue(flow, b"", _CUT_AFTER, cfg, now)
+
     @staticmethod
-    def _enqueue(flow: _Flow, data: bytes, counted: bool, cfg: _Settings, now: float) -> None:
+    def _enqueue(flow: _Flow, data: bytes, counted, cfg: _Settings, now: float) -> None:
         delay = cfg.response_delay if flow.is_response else cfg.request_delay
         due = max(now + delay, flow.last_due)
         flow.last_due = due
@@ -709,6 +926,10 @@ class FaultProxy:
                     return True
                 _due, data, counted = flow.queue.popleft()
                 flow.queued_bytes -= len(data)
+                if counted == _CUT_AFTER:
+                    # Everything before it has been written: reset once the client has it.
+                    conn.cut_deadline = now + _CUT_DRAIN_TIMEOUT
+                    return False
                 flow.cur, flow.cur_off, flow.cur_counted = memoryview(data), 0, counted
             if flow.next_write_at > now:
                 return True

@@ -87,13 +87,15 @@ def _partitions_of(consumer: Consumer, topic: str, deadline: float) -> list[int]
 
 
 def read_back(bootstrap: str, topic: str, *, partitions: Iterable[int] | None = None,
-              timeout: float = 60.0) -> dict[int, list[Msg]]:
+              timeout: float = 60.0,
+              consumer_config: Mapping[str, object] | None = None) -> dict[int, list[Msg]]:
     """Every record of ``topic`` (or of the given ``partitions``), from offset 0 to the end.
 
     Returns ``{partition: [Msg, ...]}`` in offset order, with an entry (maybe empty) for every
     partition read. Raises :class:`ReadBackError` on any consumer error other than reaching
     a partition's end, and ``TimeoutError`` if not every partition reached its end within
-    ``timeout`` seconds (the message says how far it got).
+    ``timeout`` seconds (the message says how far it got). ``consumer_config`` adds
+    librdkafka settings (e.g. ``security.protocol`` and SASL credentials).
     """
     deadline = time.monotonic() + timeout
     consumer = Consumer({
@@ -108,6 +110,7 @@ def read_back(bootstrap: str, topic: str, *, partitions: Iterable[int] | None = 
         "queued.min.messages": 2000000,
         "isolation.level": "read_uncommitted",
         "socket.timeout.ms": 10000,
+        **(consumer_config or {}),
     })
     try:
         known = _partitions_of(consumer, topic, deadline)
@@ -170,14 +173,15 @@ def read_back(bootstrap: str, topic: str, *, partitions: Iterable[int] | None = 
 
 def expect_records(bootstrap: str, topic: str,
                    expected: Mapping[int, Sequence[tuple]], *, timeout: float = 60.0,
-                   exact_partitions: bool = True) -> dict[int, list[Msg]]:
+                   exact_partitions: bool = True,
+                   consumer_config: Mapping[str, object] | None = None) -> dict[int, list[Msg]]:
     """Reads ``topic`` back and asserts its contents, partition by partition, in order.
 
     ``expected`` maps partition -> list of ``(key, value)`` or ``(key, value, timestamp_ms,
     headers)`` (a None timestamp is not checked; None headers mean none). With
     ``exact_partitions`` every other partition must be empty. Returns what was read.
     """
-    got = read_back(bootstrap, topic, timeout=timeout)
+    got = read_back(bootstrap, topic, timeout=timeout, consumer_config=consumer_config)
     for p, recs in got.items():
         if p not in expected and exact_partitions and recs:
             raise AssertionError(f"{topic}[{p}]: expected no records, got {len(recs)}")

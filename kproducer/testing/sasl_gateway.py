@@ -1,0 +1,538 @@
+"""A SASL-authenticating TCP gateway in front of a broker, for tests (loopback only).
+
+The test broker's own SASL is broken (shared/TANSU.md: no credential store, and a
+failed SCRAM exchange still leaves the connection usable), so the gateway does the
+server side of Kafka's SASL flow itself and then forwards bytes to the broker::
+
+    port = free_port()
+    with SaslGateway("127.0.0.1", port, users={"alice": "s3cret"}) as gw:
+        with TansuBroker(port=port, advertised_port=gw.port):   # Metadata points at gw
+            ... clients with security.protocol=SASL_PLAINTEXT connect to gw.bootstrap ...
+
+Per connection, as Kafka's ``SaslServerAuthenticator`` does:
+
+- ApiVersions is forwarded to the broker and its response patched to list
+  SaslHandshake (17, v0-1) and SaslAuthenticate (36, v0-2), the gateway's own ranges;
+- SaslHandshake: the mechanism must be enabled, otherwise UNSUPPORTED_SASL_MECHANISM
+  (33) with the enabled list, then the connection is closed. After v1 the tokens come
+  in SaslAuthenticate requests; after v0 as bare size-prefixed frames (pre-KIP-152);
+- SaslAuthenticate (v0-2) runs PLAIN (RFC 4616) or SCRAM-SHA-256/512 (RFC 5802/7677)
+  against the credential store; a failure answers SASL_AUTHENTICATION_FAILED (58) with
+  a message and closes the connection;
+- any other request before authentication closes the connection (Kafka's
+  ILLEGAL_SASL_STATE handling);
+- once authenticated, bytes are forwarded both ways untouched.
+
+The server-side SCRAM arithmetic is written here with hashlib/hmac directly rather than
+taken from :mod:`kproducer.sasl`, so the client is checked against an independent
+implementation (and both against confluent-kafka's librdkafka and the RFC vectors).
+Like Kafka, the server does not SASLprep passwords (``ScramFormatter.normalize``).
+
+Faults for tests: :attr:`tamper_server_signature` sends a wrong SCRAM server signature
+(and then forwards, as a server that does not know the password would let a careless
+client go on); :attr:`scram_error_attribute` answers a wrong proof the RFC 5802 way,
+with a server-final ``e=invalid-proof`` instead of Kafka's error code 58;
+:attr:`stall_sasl` never answers SaslHandshake (the client's setup timeout must end it).
+
+One thread per connection (two once forwarding): the exchange reads as straight-line
+code. :meth:`SaslGateway.stop` shuts every socket down and joins the threads within a
+deadline. Nothing here logs credentials.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Mapping, Optional
+
+from ..errors import ProtocolError
+from ..protocol import messages as m
+from ..protocol import versions as v
+from ..protocol.primitives import Reader, Writer
+from .proxy import _close_reset, _resolve_loopback
+
+__all__ = ["SaslGateway"]
+
+_SIZE = struct.Struct(">i")
+_MAX_FRAME = 100 * 1024 * 1024
+_UNSUPPORTED_SASL_MECHANISM = 33
+_SASL_AUTHENTICATION_FAILED = 58
+_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# The versions the gateway itself answers (SaslHandshakeRequest.json, SaslAuthenticateRequest.json).
+_OWN_VERSIONS = {v.SASL_HANDSHAKE: (0, 1), v.SASL_AUTHENTICATE: (0, 2)}
+
+_STAT_KEYS = (
+    "connections_accepted",   # client connections accepted
+    "connect_failures",       # the broker refused the gateway's connect
+    "api_versions",           # ApiVersions requests answered before authentication
+    "handshakes",             # SaslHandshake requests answered with an enabled mechanism
+    "unsupported_mechanism",  # SaslHandshake requests for a mechanism not enabled
+    "authenticated",          # exchanges that ended in success (for the server)
+    "auth_failures",          # exchanges that ended in failure
+    "illegal_requests",       # other requests before authentication (connection closed)
+    "bytes_after_auth",       # bytes forwarded from clients to the broker after authentication
+    "connections_active",     # connections open now
+)
+
+
+class _AuthFailed(Exception):
+    """An exchange failed; the message goes to the client (never with credentials)."""
+
+
+@dataclass
+class _ScramCredential:
+    salt: bytes
+    iterations: int
+    stored_key: bytes
+    server_key: bytes
+
+
+@dataclass
+class _User:
+    password: str
+    scram: Dict[str, _ScramCredential] = field(default_factory=dict)
+
+
+def _scram_credential(hash_name: str, password: str, iterations: int) -> _ScramCredential:
+    salt = os.urandom(16)
+    salted = hashlib.pbkdf2_hmac(hash_name, password.encode("utf-8"), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", hash_name).digest()
+    return _ScramCredential(salt, iterations, hashlib.new(hash_name, client_key).digest(),
+                            hmac.new(salted, b"Server Key", hash_name).digest())
+
+
+def _attrs(message: str) -> Dict[str, str]:
+    out = {}
+    for part in message.split(","):
+        if len(part) < 2 or part[1] != "=":
+            raise _AuthFailed("Authentication failed: malformed SCRAM message")
+        out.setdefault(part[0], part[2:])
+    return out
+
+
+class _PlainServer:
+    def __init__(self, gateway: "SaslGateway"):
+        self.gw = gateway
+
+    def step(self, token: bytes) -> tuple[bytes, bool]:
+        parts = token.split(b"\0")
+        if len(parts) != 3:
+            raise _AuthFailed("Invalid SASL/PLAIN response: expected 3 tokens")
+        authzid, username, password = (p.decode("utf-8", "replace") for p in parts)
+        user = self.gw._user(username)
+        # Kafka's PlainSaslServer: the authorization id, if given, must be the user itself.
+        if user is None or (authzid and authzid != username) or not hmac.compare_digest(
+                user.password.encode("utf-8"), password.encode("utf-8")):
+            raise _AuthFailed("Authentication failed: Invalid username or password")
+        return b"", True
+
+
+class _ScramServer:
+    def __init__(self, gateway: "SaslGateway", mechanism: str):
+        self.gw = gateway
+        self.mechanism = mechanism
+        self.hash_name = _HASHES[mechanism]
+        self.state = "client-first"
+
+    def step(self, token: bytes) -> tuple[bytes, bool]:
+        try:
+            text = token.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _AuthFailed("Authentication failed: SCRAM message is not UTF-8") from None
+        if self.state == "client-first":
+            return self._server_first(text), False
+        if self.state == "client-final":
+            return self._server_final(text)
+        raise _AuthFailed("Authentication failed: unexpected SCRAM message")
+
+    def _server_first(self, client_first: str) -> bytes:
+        # gs2-header "n,," (no channel binding, no authzid) then client-first-message-bare.
+        if not client_first.startswith("n,"):
+            raise _AuthFailed("Authentication failed: channel binding is not supported")
+        _gs2, _sep, rest = client_first[2:].partition(",")
+        self.client_first_bare = rest
+        attrs = _attrs(rest)
+        if "n" not in attrs or "r" not in attrs:
+            raise _AuthFailed("Authentication failed: invalid client-first message")
+        username = attrs["n"].replace("=2C", ",").replace("=3D", "=")
+        user = self.gw._user(username)
+        cred = None if user is None else user.scram.get(self.mechanism)
+        if cred is None:
+            raise _AuthFailed("Authentication failed: Invalid user credentials")
+        self.cred = cred
+        self.nonce = attrs["r"] + base64.b64encode(os.urandom(18)).decode("ascii")
+        self.server_first = (f"r={self.nonce},s={base64.b64encode(cred.salt).decode('ascii')},"
+                             f"i={cred.iterations}")
+        self.state = "client-final"
+        return self.server_first.encode("utf-8")
+
+    def _server_final(self, client_final: str) -> tuple[bytes, bool]:
+        self.state = "done"
+        without_proof, sep, proof_b64 = client_final.rpartition(",p=")
+        attrs = _attrs(without_proof) if sep else {}
+        if not sep or attrs.get("r") != self.nonce or attrs.get("c") != "biws":
+            raise _AuthFailed("Authentication failed: Invalid client final message")
+        auth_message = f"{self.client_first_bare},{self.server_first},{without_proof}".encode("utf-8")
+        client_signature = hmac.new(self.cred.stored_key, auth_message, self.hash_name).digest()
+        try:
+            proof = base64.b64decode(proof_b64, validate=True)
+        except ValueError:
+            proof = b""
+        client_key = bytes(a ^ b for a, b in zip(proof, client_signature))
+        if len(proof) != len(client_signature) or not hmac.compare_digest(
+                hashlib.new(self.hash_name, client_key).digest(), self.cred.stored_key):
+            if self.gw.scram_error_attribute:
+                return b"e=invalid-proof", False
+            raise _AuthFailed("Authentication failed: Invalid client final message")
+        signature = hmac.new(self.cred.server_key, auth_message, self.hash_name).digest()
+        if self.gw.tamper_server_signature:
+            signature = bytes([signature[0] ^ 1]) + signature[1:]
+        return b"v=" + base64.b64encode(signature), True
+
+
+class SaslGateway:
+    """See the module docstring. ``users`` maps user names to passwords (SCRAM verifiers
+    are derived with ``iterations``); ``mechanisms`` are the enabled ones."""
+
+    host = "127.0.0.1"
+
+    def __init__(self, target_host: str, target_port: int, *, users: Mapping[str, str] = (),
+                 mechanisms: Iterable[str] = MECHANISMS, iterations: int = 4096,
+                 listen_port: int = 0, handshake_timeout: float = 10.0):
+        self._family, self._target_addr = _resolve_loopback(target_host, target_port)
+        self.target_port = target_port
+        self.iterations = iterations
+        self.handshake_timeout = handshake_timeout
+        self._listen_port = listen_port
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._users: Dict[str, _User] = {}
+        self.mechanisms = tuple(mechanisms)
+        for name in self.mechanisms:
+            if name not in MECHANISMS:
+                raise ValueError(f"SaslGateway implements {', '.join(MECHANISMS)}, not {name!r}")
+        for name, password in dict(users).items():
+            self.add_user(name, password)
+        self.tamper_server_signature = False
+        self.scram_error_attribute = False
+        self.stall_sasl = False
+        self._stats = dict.fromkeys(_STAT_KEYS, 0)
+        self._sockets: set = set()
+        self._threads: list = []
+        self._listener: Optional[socket.socket] = None
+        self._stopping = False
+        self.port: Optional[int] = None
+        #: The first unexpected exception of a gateway thread (a bug); stop() re-raises it.
+        self.error: Optional[BaseException] = None
+
+    # -- users and settings --------------------------------------------------------------
+    def add_user(self, username: str, password: str) -> None:
+        """Adds or replaces a user (PLAIN password and SCRAM-SHA-256/512 verifiers)."""
+        user = _User(password, {mech: _scram_credential(h, password, self.iterations)
+                                for mech, h in _HASHES.items()})
+        with self._lock:
+            self._users[username] = user
+
+    def remove_user(self, username: str) -> None:
+        with self._lock:
+            self._users.pop(username, None)
+
+    def _user(self, username: str) -> Optional[_User]:
+        with self._lock:
+            return self._users.get(username)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    @property
+    def bootstrap(self) -> str:
+        if self.port is None:
+            raise RuntimeError("SaslGateway not started")
+        return f"{self.host}:{self.port}"
+
+    def __enter__(self) -> "SaslGateway":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> "SaslGateway":
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((self.host, self._listen_port))
+        listener.listen(128)
+        self._listener = listener
+        self.port = listener.getsockname()[1]
+        self._spawn(self._accept_loop, f"SaslGateway:{self.port}")
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Closes the listener and every connection (RST), then joins the threads."""
+        self._stopping = True
+        if self._listener is not None:
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._listener.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            self.cut_all()
+            with self._lock:
+                alive = [t for t in self._threads if t.is_alive()]
+            if not alive:
+                break
+            alive[0].join(min(0.1, max(0.0, deadline - time.monotonic())))
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"SaslGateway thread {alive[0].name} did not stop within {timeout}s")
+        if self.error is not None:
+            raise RuntimeError("SaslGateway thread failed") from self.error
+
+    def cut_all(self) -> int:
+        """Resets every open connection; returns how many sockets were closed."""
+        with self._lock:
+            socks = list(self._sockets)
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        return len(socks)
+
+    def stats(self) -> dict:
+        with self._lock:
+            return dict(self._stats)
+
+    def wait_for(self, predicate, timeout: float = 10.0) -> dict:
+        """Waits until ``predicate(stats)`` is true; returns the stats, or raises TimeoutError."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate(dict(self._stats)):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"SaslGateway: condition not met within {timeout}s: {self._stats}")
+                self._cond.wait(left)
+            return dict(self._stats)
+
+    def _count(self, key: str, n: int = 1) -> None:
+        with self._cond:
+            self._stats[key] += n
+            self._cond.notify_all()
+
+    def _spawn(self, target, name, *args) -> None:
+        t = threading.Thread(target=self._guard, args=(target, *args), name=name, daemon=True)
+        with self._lock:
+            self._threads = [x for x in self._threads if x.is_alive()]
+            self._threads.append(t)
+        t.start()
+
+    def _guard(self, target, *args) -> None:
+        try:
+            target(*args)
+        except BaseException as exc:  # a bug in the gateway: keep it for stop()
+            if self.error is None and not self._stopping:
+                self.error = exc
+
+    # -- connections ----------------------------------------------------------------------
+    def _accept_loop(self) -> None:
+        while not self._stopping:
+            try:
+                client, _addr = self._listener.accept()
+            except OSError:
+                return  # closed by stop()
+            self._count("connections_accepted")
+            self._spawn(self._serve, f"SaslGateway:{self.port}:conn", client)
+
+    def _track(self, *socks) -> None:
+        with self._cond:
+            self._sockets.update(socks)
+            self._stats["connections_active"] = len(self._sockets) // 2
+            self._cond.notify_all()
+
+    def _untrack(self, *socks) -> None:
+        with self._cond:
+            self._sockets.difference_update(socks)
+            self._stats["connections_active"] = len(self._sockets) // 2
+            self._cond.notify_all()
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            broker = socket.create_connection(self._target_addr[:2], timeout=5.0)
+        except OSError:
+            self._count("connect_failures")
+            _close_reset(client)
+            return
+        for s in (client, broker):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.settimeout(self.handshake_timeout)
+        self._track(client, broker)
+        authenticated = False
+        try:
+            authenticated = self._authenticate(client, broker)
+        except (OSError, ProtocolError):
+            pass  # the client left, timed out or sent garbage: close
+        finally:
+            if not authenticated:
+                self._untrack(client, broker)
+                # A plain close (FIN) lets the client read a final error response first.
+                client.close()
+                _close_reset(broker)
+        if authenticated:
+            client.settimeout(None)
+            broker.settimeout(None)
+            self._spawn(self._pump, f"SaslGateway:{self.port}:resp", broker, client, False)
+            self._pump(client, broker, True)
+
+    def _pump(self, src: socket.socket, dst: socket.socket, counted: bool) -> None:
+        try:
+            while True:
+                data = src.recv(256 * 1024)
+                if not data:
+                    break
+                dst.sendall(data)
+                if counted:
+                    self._count("bytes_after_auth", len(data))
+        except OSError:
+            pass
+        # Either side gone: end both directions (the other pump then ends too).
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if counted:
+            self._untrack(src, dst)
+            src.close()
+            dst.close()
+
+    # -- the SASL exchange -----------------------------------------------------------------
+    def _authenticate(self, client: socket.socket, broker: socket.socket) -> bool:
+        """Runs the pre-authentication protocol; True when the connection may be forwarded."""
+        mech = None
+        legacy = False          # tokens as bare frames after SaslHandshake v0
+        while True:
+            frame = _read_frame(client)
+            if frame is None:
+                return False
+            if legacy:
+                try:
+                    out, done = mech.step(frame)
+                except _AuthFailed:
+                    self._count("auth_failures")
+                    return False  # v0 has no way to say why: Kafka just closes
+                client.sendall(_SIZE.pack(len(out)) + out)
+                if done:
+                    self._count("authenticated")
+                    return True
+                continue
+            r = Reader(frame)
+            api_key = r.int16("RequestHeader.RequestApiKey")
+            version = r.int16("RequestHeader.RequestApiVersion")
+            correlation_id = r.int32("RequestHeader.CorrelationId")
+            r.nullable_string("RequestHeader.ClientId")
+            if api_key == v.API_VERSIONS and mech is None:
+                self._count("api_versions")
+                broker.sendall(_SIZE.pack(len(frame)) + frame)
+                response = _read_frame(broker)
+                if response is None:
+                    return False
+                client.sendall(_framed(_patch_api_versions(response, version)))
+                continue
+            if api_key not in (v.SASL_HANDSHAKE, v.SASL_AUTHENTICATE) or \
+                    not _OWN_VERSIONS[api_key][0] <= version <= _OWN_VERSIONS[api_key][1] or \
+                    (api_key == v.SASL_HANDSHAKE) != (mech is None):
+                self._count("illegal_requests")
+                return False
+            req_cls = m.REQUESTS[api_key]
+            if req_cls.SCHEMA.is_flexible(version):
+                r.skip_tagged_fields("RequestHeader._tagged_fields")
+            req = req_cls.SCHEMA.decode_body(r, version)
+            if self.stall_sasl:
+                while _read_frame(client) is not None:   # until the client gives up
+                    pass
+                return False
+            if api_key == v.SASL_HANDSHAKE:
+                enabled = list(self.mechanisms)
+                if req.mechanism not in enabled:
+                    self._count("unsupported_mechanism")
+                    client.sendall(_response(api_key, version, correlation_id, m.SaslHandshakeResponse(
+                        error_code=_UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)))
+                    return False
+                self._count("handshakes")
+                client.sendall(_response(api_key, version, correlation_id, m.SaslHandshakeResponse(
+                    error_code=0, mechanisms=enabled)))
+                mech = _PlainServer(self) if req.mechanism == "PLAIN" else _ScramServer(self, req.mechanism)
+                legacy = version == 0
+                continue
+            try:
+                out, done = mech.step(bytes(req.auth_bytes))
+            except _AuthFailed as exc:
+                self._count("auth_failures")
+                client.sendall(_response(api_key, version, correlation_id, m.SaslAuthenticateResponse(
+                    error_code=_SASL_AUTHENTICATION_FAILED, error_message=str(exc), auth_bytes=b"")))
+                return False
+            client.sendall(_response(api_key, version, correlation_id, m.SaslAuthenticateResponse(
+                error_code=0, error_message=None, auth_bytes=out)))
+            if out.startswith(b"e="):
+                self._count("auth_failures")
+                return False
+            if done:
+                self._count("authenticated")
+                return True
+
+
+def _read_frame(sock: socket.socket) -> Optional[bytes]:
+    """One size-prefixed frame's payload; None on a clean EOF before its first byte."""
+    head = _recv_exact(sock, 4, eof_ok=True)
+    if head is None:
+        return None
+    (size,) = _SIZE.unpack(head)
+    if not 0 <= size <= _MAX_FRAME:
+        raise ConnectionError(f"bad frame size {size}")
+    return _recv_exact(sock, size)
+
+
+def _recv_exact(sock: socket.socket, n: int, eof_ok: bool = False) -> Optional[bytes]:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            if eof_ok and not buf:
+                return None
+            raise ConnectionError("peer closed the connection mid-frame")
+        buf += chunk
+    return bytes(buf)
+
+
+def _framed(payload: bytes) -> bytes:
+    return _SIZE.pack(len(payload)) + payload
+
+
+def _response(api_key: int, version: int, correlation_id: int, body) -> bytes:
+    w = Writer()
+    w.int32(correlation_id)
+    if m.response_header_version(api_key, version) >= 1:
+        w.uvarint(0)  # no tagged fields
+    schema = m.RESPONSES[api_key].SCHEMA
+    return _framed(w.getvalue() + schema.encode_body(body, version))
+
+
+def _patch_api_versions(payload: bytes, version: int) -> bytes:
+    """The broker's ApiVersions response with the gateway's SASL versions in its list
+    (the gateway answers those requests, whatever the broker behind it supports)."""
+    resp = m.decode_response(v.API_VERSIONS, version, payload)
+    if resp.error_code != 0:
+        return payload  # e.g. UNSUPPORTED_VERSION in a v0 body: the client retries lower
+    keys = [k for k in resp.api_keys if k.api_key not in _OWN_VERSIONS]
+    ApiVersion = m.STRUCTS["ApiVersion"]
+    keys += [ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in _OWN_VERSIONS.items()]
+    resp.api_keys = sorted(keys, key=lambda k: k.api_key)
+    w = Writer()
+    w.int32(resp.correlation_id)   # ApiVersions responses always use header v0
+    return w.getvalue() + m.ApiVersionsResponse.SCHEMA.encode_body(resp, version)

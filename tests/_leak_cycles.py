@@ -1,0 +1,84 @@
+"""Allocation cycles for leak checks: producer create/send/close against a real broker, and
+the codec's success and error paths (a batch abandoned mid-encode, a corrupt batch, a
+frame receiver dropped with a partial frame or after a bad size).
+
+Run as a script under the sanitizer build with LeakSanitizer on (tests/test_build.py):
+any C buffer or Python object lost by kproducer's compiled code is reported at exit.
+``tests/test_leaks.py`` runs the same cycles in-process against RSS on the plain build.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+from kproducer import Producer, codec
+from kproducer.errors import CorruptRecordError, FrameError, RecordTooLargeError
+
+TOPIC = "leak"
+
+
+def codec_cycles(n: int) -> None:
+    records = [(b"k", b"v" * 100, 1, [("h", b"x")])] * 20
+    good = codec.encode_batch(records, compression="lz4")
+    for i in range(n):
+        codec.decode_batch(codec.encode_batch(records, compression=("none", "gzip", "snappy", "lz4", "zstd")[i % 5]))
+        try:
+            codec.encode_batch([(b"k", b"v")] * 50 + [("not bytes", b"v")])
+        except TypeError:
+            pass
+        try:
+            codec.encode_batch([(b"k", b"v", 1, [("h", b"x")])] * 50 + [(b"k", b"v", 1, [(1, b"x")])],
+                               compression="zstd")
+        except TypeError:
+            pass
+        bad = bytearray(good)
+        bad[-1] ^= 1
+        try:
+            codec.decode_batch(bytes(bad))
+        except CorruptRecordError:
+            pass
+        rx = codec.FrameReceiver(1 << 20)
+        rx.feed(codec.frame(b"a" * 100) + codec.frame(b"b" * 5000)[:300])   # one whole, one partial
+        del rx
+        rx = codec.FrameReceiver(10)
+        try:
+            rx.feed(codec.frame(b"c" * 100))
+        except FrameError:
+            pass
+
+
+def producer_cycles(bootstrap: str, n: int) -> None:
+    for i in range(n):
+        p = Producer(bootstrap_servers=bootstrap, linger_ms=0, max_request_size=100_000,
+                     compression_type="gzip" if i % 2 else "none")
+        futs = [p.send(TOPIC, b"x" * 100, key=b"k%d" % j, headers=[("h", b"v")]) for j in range(50)]
+        p.send_many(TOPIC, [b"y" * 100] * 100, keys=[b"k"] * 100, headers=[("h", b"v")]).wait(10)
+        for bad in (lambda p=p: p.send(TOPIC, b"z" * 200_000),
+                    lambda p=p: p.send(TOPIC, b"v", headers=[("h", "not bytes")]),
+                    lambda p=p: p.send_many(TOPIC, [b"a", b"z" * 200_000])):
+            try:
+                bad()
+            except (RecordTooLargeError, TypeError):
+                pass
+        p.close(10)
+        assert all(f.done() and f.exception() is None for f in futs)
+
+
+def main() -> None:
+    from kproducer.testing import TansuBroker
+    codec_cycles(200)
+    broker = TansuBroker()
+    broker.start()
+    try:
+        broker.create_topic(TOPIC, 2)
+        producer_cycles(broker.bootstrap, 20)
+    finally:
+        broker.stop()
+        broker.cleanup()
+    gc.collect()
+    print("cycles done")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

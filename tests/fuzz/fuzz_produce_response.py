@@ -1,0 +1,53 @@
+"""Fuzz target: the fast Produce response decoder
+(``kproducer.protocol.produce.decode_produce_response``, the producer's hot path) against
+the generic schema decoder.
+
+Input: byte 0 picks the version (3..11), the rest is the response payload (header + body,
+no size prefix). Only ProtocolDecodeError with a field and byte offset may escape. Below
+v10 both decoders see the same bytes and must give the same outcome; from v10 the generic
+decoder also parses the contents of the CurrentLeader / NodeEndpoints tagged fields,
+which the fast one skips by size, so the generic one may refuse more, never less.
+"""
+
+from __future__ import annotations
+
+import atheris
+from _harness import check_error, main, verdict
+
+with atheris.instrument_imports(include=["kproducer"]):
+    from kproducer.errors import ProtocolDecodeError
+    from kproducer.protocol import PRODUCE, decode_response
+    from kproducer.protocol.produce import (
+        MAX_VERSION,
+        MIN_VERSION,
+        decode_produce_response,
+    )
+
+
+def flatten(resp, version):
+    return resp.correlation_id, [
+        (t.name, p.index, p.error_code, p.base_offset, p.log_append_time_ms,
+         p.error_message if version >= 8 else None)
+        for t in resp.responses for p in t.partition_responses]
+
+
+def test_one_input(data: bytes) -> None:
+    if not data:
+        return
+    version = MIN_VERSION + data[0] % (MAX_VERSION - MIN_VERSION + 1)
+    payload = data[1:]
+    fast = verdict(decode_produce_response, version, payload, allowed=ProtocolDecodeError)
+    generic = verdict(decode_response, PRODUCE, version, payload, allowed=ProtocolDecodeError)
+    if fast[0] == "error":
+        check_error(fast[1])
+    if generic[0] == "error":
+        check_error(generic[1])
+    if fast[0] == generic[0] == "ok":
+        assert fast[1] == flatten(generic[1], version), "fast and generic decoders disagree"
+    elif fast[0] != generic[0] and (version < 10 or generic[0] == "ok"):
+        raise AssertionError(f"v{version}: fast decoder {fast[0]} {fast[1]!r}, "
+                             f"generic {generic[0]} {generic[1]!r}")
+
+
+if __name__ == "__main__":
+    main(test_one_input)
