@@ -9,6 +9,10 @@ connection, then with SASL a SaslHandshake and SaslAuthenticate rounds
 (:mod:`kproducer.sasl`). A failed authentication closes the connection and is kept
 as the node's ``auth_error`` for the Sender, which fails what waits for that node.
 
+Host names are resolved off the I/O thread (:class:`_Lookup`): a slow or dead DNS
+server must not stall the other brokers' traffic or ``close()``; the node stays
+CONNECTING meanwhile, so socket.connection.setup.timeout.ms bounds the lookup too.
+
 Only the Sender thread uses a NetworkClient; ``wakeup()`` is the one method other
 threads call.
 """
@@ -16,9 +20,11 @@ threads call.
 from __future__ import annotations
 
 import collections
+import ipaddress
 import logging
 import random
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -65,6 +71,43 @@ class ExponentialBackoff:
         return int(min(max(term + random.uniform(-spread, spread), 0), self.max_ms * (1 + self.jitter)))
 
 
+def _is_address(host: str) -> bool:
+    """A numeric IPv4/IPv6 address (with an optional IPv6 zone) needs no lookup."""
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+        return True
+    except ValueError:
+        return False
+
+
+class _Lookup:
+    """One getaddrinfo call on a daemon thread (Python has no asynchronous resolver in
+    the standard library). The I/O thread polls ``done``; ``on_done`` wakes its poll. A
+    lookup nobody waits for any more (the node timed out or closed) just finishes and is
+    dropped; being a daemon thread, a hung one never holds up interpreter exit."""
+
+    __slots__ = ("host", "port", "done", "addresses", "error")
+
+    def __init__(self, host: str, port: int, on_done: Callable[[], None]):
+        self.host, self.port = host, port
+        self.done = False
+        self.addresses: list = []
+        self.error: Optional[Exception] = None
+        threading.Thread(target=self._run, args=(on_done,), name="kproducer-dns", daemon=True).start()
+
+    def _run(self, on_done) -> None:
+        try:
+            self.addresses = [info[4][0] for info in
+                              socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)]
+        except (OSError, UnicodeError) as exc:   # socket.gaierror is an OSError
+            self.error = exc
+        self.done = True
+        try:
+            on_done()
+        except Exception:   # the client closed meanwhile
+            pass
+
+
 @dataclass
 class InFlightRequest:
     correlation_id: int
@@ -99,6 +142,7 @@ class NodeState:
     # The last SASL failure, until a later connection authenticates (Java's
     # ClusterConnectionStates.authenticationException).
     auth_error: Optional[Exception] = None
+    lookup: Optional[_Lookup] = None   # the host name being resolved (state CONNECTING)
 
 
 class NetworkClient:
@@ -216,12 +260,27 @@ class NetworkClient:
     def _connect(self, ns: NodeState, now: int) -> None:
         ns.last_attempt_ms = now
         ns.connect_started_ms = now
-        try:
-            infos = socket.getaddrinfo(ns.host, ns.port, type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            self._connect_failed(ns, NetworkError(f"cannot resolve {ns.host}:{ns.port}: {exc}"), now)
+        if _is_address(ns.host):
+            self._connect_to(ns, ns.host, now)
             return
-        host = infos[0][4][0]
+        ns.state = CONNECTING
+        ns.lookup = _Lookup(ns.host, ns.port, self.wakeup)
+        log.debug("resolving %s for node %s", ns.host, ns.node_id)
+
+    def _finish_lookups(self, now: int) -> None:
+        for ns in self.nodes.values():
+            lookup = ns.lookup
+            if lookup is None or not lookup.done:
+                continue
+            ns.lookup = None
+            if lookup.error is not None or not lookup.addresses:
+                ns.state = DISCONNECTED
+                self._connect_failed(ns, NetworkError(
+                    f"cannot resolve {ns.host}:{ns.port}: {lookup.error or 'no address'}"), now)
+            else:
+                self._connect_to(ns, lookup.addresses[0], now)
+
+    def _connect_to(self, ns: NodeState, host: str, now: int) -> None:
         try:
             # TLS checks the certificate against the broker's name (bootstrap or metadata),
             # not against the address it resolved to.
@@ -431,6 +490,7 @@ class NetworkClient:
         timeout_ms = max(0, min(timeout_ms, self._next_timeout(now)))
         result = self.selector.poll(timeout_ms)
         now = _monotonic_ms()
+        self._finish_lookups(now)
         by_slot = {ns.slot: ns for ns in self.nodes.values()}
         completions = []
         for slot in result.connected:
@@ -519,9 +579,11 @@ class NetworkClient:
         for ns in list(self.nodes.values()):
             if ns.state in _SETTING_UP and \
                     now - ns.connect_started_ms >= self.connection_setup_timeout_ms:
+                what = (f"the host name {ns.host} not resolved" if ns.lookup is not None else
+                        f"connection to node {ns.node_id} ({ns.host}:{ns.port}) not established")
                 out.extend(self._disconnect(ns, KafkaTimeoutError(
-                    f"connection to node {ns.node_id} ({ns.host}:{ns.port}) not established within "
-                    f"socket.connection.setup.timeout.ms={self.connection_setup_timeout_ms}"), now, run=False))
+                    f"{what} within socket.connection.setup.timeout.ms={self.connection_setup_timeout_ms}"),
+                    now, run=False))
             elif ns.in_flight and now - ns.in_flight[0].send_ms >= self.request_timeout_ms:
                 out.extend(self._disconnect(ns, KafkaTimeoutError(
                     f"request to node {ns.node_id} timed out after request.timeout.ms={self.request_timeout_ms}"),
@@ -540,6 +602,7 @@ class NetworkClient:
                 pass
         was = ns.state
         ns.state = DISCONNECTED
+        ns.lookup = None
         ns.last_attempt_ms = now
         if was in _SETTING_UP and exc is not None:
             self.last_connect_error = exc

@@ -232,6 +232,41 @@ def test_unreachable_broker_at_start_fails_clearly_within_max_block_ms(case):
 
 
 @pytest.mark.timeout(120)
+def test_a_hung_dns_lookup_stalls_neither_the_deadlines_nor_close(monkeypatch):
+    """A resolver that never answers (a dead DNS server): the lookup runs off the I/O thread,
+    so max.block.ms and close(timeout) hold and the error names the unresolved host."""
+    release = threading.Event()
+    real = socket.getaddrinfo
+
+    def hung(host, *args, **kwargs):
+        if host == "slow.example":
+            release.wait(30)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", hung)
+    p = Producer(bootstrap_servers="slow.example:9092", max_block_ms=1200,
+                 socket_connection_setup_timeout_ms=500, reconnect_backoff_ms=20,
+                 reconnect_backoff_max_ms=100)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(KafkaTimeoutError) as info:
+            p.partitions_for("t")
+        took = time.monotonic() - t0
+        msg = str(info.value)
+        assert "max.block.ms=1200" in msg and "slow.example not resolved within " \
+            "socket.connection.setup.timeout.ms=500" in msg, msg
+        assert took <= 1.2 + SLACK, took
+    finally:
+        t0 = time.monotonic()
+        p.close(timeout=1)
+        took = time.monotonic() - t0
+        release.set()
+    assert took <= 1 + SLACK, f"close(timeout=1) took {took:.2f}s with the lookup still hung"
+    assert not p._sender.alive
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("how", ["silent", "gone"])
 def test_broker_lost_mid_stream_fails_records_within_delivery_timeout(proxied_broker, how):
     """A broker that was working stops answering ("silent": the proxy stops reading both ways,
