@@ -125,6 +125,20 @@ def test_varint_vectors(value, wire):
     assert codec.decode_varlong(wire) == (value, len(wire))
 
 
+def test_varint_sizes_at_every_bit_width():
+    """The C sizing is arithmetic on the bit count, not a loop: check it at both edges of
+    every width against the encoder's actual output."""
+    for bits in range(0, 64):
+        for u in {(1 << bits) - 1, 1 << bits, (1 << bits) + 1}:
+            if u >= 1 << 64:
+                continue
+            v = (u >> 1) ^ -(u & 1)          # the value whose zig-zag form is u
+            if -(2**63) <= v < 2**63:
+                assert codec.varlong_size(v) == len(codec.encode_varlong(v)), (bits, u)
+            if -(2**31) <= v < 2**31:
+                assert codec.varint_size(v) == len(codec.encode_varint(v)), (bits, u)
+
+
 def test_varlong_extremes():
     assert codec.encode_varlong(2**63 - 1) == b"\xfe" + b"\xff" * 8 + b"\x01"
     assert codec.encode_varlong(-(2**63)) == b"\xff" * 9 + b"\x01"
