@@ -624,8 +624,10 @@ class ProducerConfig(Mapping):
         if isinstance(config, ProducerConfig):
             config = config.user_config
         elif config is not None and not isinstance(config, Mapping):
+            hint = (f" (for the broker address, pass bootstrap_servers={config!r})"
+                    if isinstance(config, str) else "")
             raise ConfigError(
-                f"ProducerConfig takes a mapping of settings, not {type(config).__name__}")
+                f"ProducerConfig takes a mapping of settings, not {type(config).__name__}{hint}")
         given: dict[str, tuple[str, Any, Any]] = {}  # name -> (key as given, raw, parsed)
         for key, value in [*(config or {}).items(), *settings.items()]:
             if not isinstance(key, str):

@@ -154,6 +154,8 @@ def test_copy_of_a_config_keeps_explicitness():
 def test_not_a_mapping():
     with pytest.raises(ConfigError, match="mapping"):
         ProducerConfig([("bootstrap.servers", BS)])
+    with pytest.raises(ConfigError, match=r"pass bootstrap_servers='host:9092'"):
+        ProducerConfig("host:9092")
     with pytest.raises(ConfigError, match="must be str"):
         ProducerConfig({"bootstrap.servers": BS, 5: 1})
 
