@@ -18,7 +18,7 @@ bytes; MB = 10**6 bytes, GB = 10**9 bytes. A ratio is kproducer's throughput ove
 The issue's targets are printed for context only: the exit status is non-zero only when a
 verification fails, never because of a timing.
 
-    python -m bench [--records N] [--repeat K] [--quick] [--json PATH]
+    python -m bench.micro [--records N] [--repeat K] [--quick] [--json PATH]
 """
 
 from __future__ import annotations
@@ -605,7 +605,8 @@ def run(records: int, repeat: int, quick: bool = False) -> dict:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.micro",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=None, metavar="N",
                         help=f"records per scenario (default {DEFAULT_RECORDS:,}; "
                              f"{QUICK_RECORDS:,} with --quick)")

@@ -1,23 +1,104 @@
-"""Smoke test of the main job (README's first command): ``python -m bench --quick`` runs the
-codec microbenchmark and the producer comparison against the embedded broker, verifies what it
-measured, and exits 0. No timing is asserted."""
+"""The benchmark runner (README's first command): ``python -m bench --quick`` runs its
+scenarios against the embedded broker, verifies every run and writes well-formed results;
+and the read-back check it relies on catches lost, duplicated and stray records.
+No timing is asserted."""
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
+from confluent_kafka import Producer as ConfluentProducer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)   # bench/ lives in the checkout, it is not an installed package
+
+from bench import clients, report, scenarios, spark_recipes
+from bench.data import make_values
+from bench.verify import check_topic
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_bench_quick_runs_and_verifies():
-    proc = subprocess.run([sys.executable, "-m", "bench", "--quick"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=580)
-    out = proc.stdout
-    assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
-    assert "Verification passed" in out
-    assert "FAILED" not in out
-    for line in ("kproducer / confluent throughput", "CRC-32C within 1.5x"):
-        assert line in out, out[-3000:]
+def test_bench_quick_writes_verified_results(tmp_path):
+    out = tmp_path / "results"
+    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--output", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=580, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+    doc = json.loads((out / "results.json").read_text())
+    for key in ("environment", "parameters", "scenarios", "clients", "summary", "ratios", "runs",
+                "micro", "failed", "ok", "elapsed_s"):
+        assert key in doc, key
+    assert doc["ok"] is True and doc["failed"] == []
+    env = doc["environment"]
+    assert env["cpu_count"] >= 1 and env["python"] and env["broker"].startswith("embedded Tansu")
+    assert "compiled" in env["versions"]["kproducer"]
+
+    # Every quick scenario ran, every installed client in each (the test extra has them all).
+    expected_producer = [n for n in scenarios.QUICK_NAMES
+                         if n not in (scenarios.SPARK, scenarios.MICRO)]
+    seen = {(r["scenario"], r["client"]) for r in doc["summary"]}
+    for name in expected_producer:
+        for client in clients.CLIENTS:
+            if name == "idempotent" and client == clients.AIOKAFKA:   # cannot start on Tansu
+                assert f"{name} / {client}" in doc["skipped"]
+                assert (name, client) not in seen
+                continue
+            assert (name, client) in seen, (name, client)
+    for recipe in spark_recipes.RECIPES:
+        assert (scenarios.SPARK, recipe) in seen, recipe
+
+    # Every run verified: read back with the expected count, nothing failed, figures present.
+    for r in doc["runs"]:
+        assert r["ok"], r
+        assert r["verify"]["ok"] and r["verify"]["error"] is None, r
+        warm_up = 1 if r["scenario"] != scenarios.SPARK or r["rep"] == 0 else 0
+        assert r["verify"]["read"] == r["records"] + warm_up, r
+        assert r["records_per_s"] > 0 and r["cpu_us_per_record"] > 0, r
+        if r["scenario"] != scenarios.SPARK:
+            assert r["peak_rss_mib"] > 0 and r["settings"], r
+    by = {(r["scenario"], r["client"]): r for r in doc["summary"]}
+    assert by[("base", clients.REFERENCE)]["ratio"] is None
+    assert by[("base", clients.KPRODUCER_SEND_MANY)]["ratio"] > 0
+    labels = [t["label"] for t in doc["ratios"]]
+    assert "kproducer send_many 100B / confluent produce/poll" in labels
+    assert "Spark write_kafka / faster confluent recipe" in labels
+    assert doc["micro"]["encode"] and doc["micro"]["crc"] and not doc["micro"]["errors"]
+
+    png = (out / "results.png").read_bytes()
+    assert png.startswith(PNG_MAGIC) and len(png) > 1000
+    md = (out / "results.md").read_text()
+    assert report.TABLE_HEADER in md and "| base | kproducer send_many |" in md
+    assert report.TABLE_HEADER in proc.stdout
+    assert "kproducer send_many 100B / confluent produce/poll:" in proc.stdout
+    assert "Every run verified" in proc.stdout and "FAILED" not in proc.stdout
+
+
+def test_verify_reports_lost_duplicated_and_stray_records(broker):
+    values = make_values(50, 30)
+
+    def produce(topic, records):
+        broker.create_topic(topic, 2)
+        p = ConfluentProducer({"bootstrap.servers": broker.bootstrap})
+        for v in records:
+            p.produce(topic, v)
+        assert p.flush(30) == 0
+
+    produce("complete", [b"warm-up"] + values)
+    ok = check_topic(broker.bootstrap, "complete", 50)
+    assert ok["ok"] and ok["read"] == 51 and ok["error"] is None
+
+    # One lost and one duplicated: the count (50) matches, the indices do not.
+    produce("lossy", [b"warm-up"] + values[:7] + values[8:] + [values[3]])
+    bad = check_topic(broker.bootstrap, "lossy", 50)
+    assert not bad["ok"] and bad["read"] == 51
+    assert "1 records missing (first indices [7])" in bad["error"]
+    assert "duplicated records (indices [3]" in bad["error"]
+
+    produce("stray", values + make_values(51, 30)[50:])       # index 50 and no warm-up
+    bad = check_topic(broker.bootstrap, "stray", 50)
+    assert "unexpected values (indices [50]" in bad["error"] and "0 warm-up records" in bad["error"]

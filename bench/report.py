@@ -1,0 +1,289 @@
+"""Turns the runs into the outputs: summary rows, headline ratios, Markdown table, JSON, chart."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from bench import clients, scenarios, spark_recipes
+
+TABLE_HEADER = ("| scenario | client | records | records/s | MB/s | CPU µs/record | "
+                "peak RSS MiB (over data) | broker CPU µs/record | vs reference |")
+TARGET_SEND_MANY = 4.0        # issue 4: send_many >= 4x confluent's produce/poll loop
+TARGET_SPARK = 2.0            # issue 4: write_kafka >= 2x the faster confluent recipe
+
+
+# ---- summary ------------------------------------------------------------------------------
+
+def summarize(runs: list[dict]) -> list[dict]:
+    """One row per (scenario, client) in run order: the best verified repeat, or FAILED if
+    any repeat failed verification (a failed run is never timed)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in runs:
+        groups.setdefault((r["scenario"], r["client"]), []).append(r)
+    rows = []
+    for (scenario, client), group in groups.items():
+        failed = [r for r in group if not r["ok"]]
+        if failed:
+            rows.append({"scenario": scenario, "client": client, "ok": False,
+                         "records": group[0]["records"], "repeats": len(group),
+                         "error": failed[0]["error"]})
+            continue
+        best = max(group, key=lambda r: r["records_per_s"])
+        rows.append({"scenario": scenario, "client": client, "ok": True,
+                     "records": best["records"], "repeats": len(group),
+                     "records_per_s": best["records_per_s"], "mb_per_s": best["mb_per_s"],
+                     "cpu_us_per_record": best["cpu_us_per_record"],
+                     "peak_rss_mib": best.get("peak_rss_mib"),
+                     "rss_data_mib": best.get("rss_data_mib"),
+                     "broker_cpu_us_per_record": best.get("broker_cpu_us_per_record"),
+                     "seconds": best["seconds"], "settings": best.get("settings")})
+    for scenario in dict.fromkeys(r["scenario"] for r in rows):
+        mine = [r for r in rows if r["scenario"] == scenario]
+        ref = reference_row(scenario, mine)
+        for r in mine:
+            r["reference"] = ref["client"] if ref else None
+            r["ratio"] = (r["records_per_s"] / ref["records_per_s"]
+                          if ref and r["ok"] and r is not ref else None)
+    return rows
+
+
+def reference_row(scenario: str, rows: list[dict]) -> dict | None:
+    """confluent's produce/poll loop; in the Spark scenario the faster confluent recipe."""
+    names = spark_recipes.PEER_RECIPES if scenario == scenarios.SPARK else (clients.REFERENCE,)
+    cands = [r for r in rows if r["client"] in names and r["ok"]]
+    return max(cands, key=lambda r: r["records_per_s"]) if cands else None
+
+
+def headline_ratios(rows: list[dict], micro: dict | None) -> list[dict]:
+    """The issue's targets, each as {"label", "value", "target", "met", "detail"}."""
+    out = []
+    by = {(r["scenario"], r["client"]): r for r in rows}
+    ref = by.get(("base", clients.REFERENCE))
+    for client, target in ((clients.KPRODUCER_SEND_MANY, TARGET_SEND_MANY),
+                           (clients.KPRODUCER_SEND, None),
+                           (clients.CONFLUENT_BATCH, None)):
+        r = by.get(("base", client))
+        if r is None or ref is None:
+            continue
+        label = f"{client} 100B / {clients.REFERENCE}"
+        if not (r["ok"] and ref["ok"]):
+            out.append({"label": label, "value": None, "target": target, "met": None,
+                        "detail": "a run FAILED verification"})
+            continue
+        value = r["records_per_s"] / ref["records_per_s"]
+        out.append({"label": label, "value": value, "target": target,
+                    "met": None if target is None else value >= target,
+                    "detail": f"base scenario, {r['records']:,} records each, same run"})
+        if client.startswith("kproducer"):
+            # On a shared machine the broker's CPU bounds the wall-clock ratio; the client's
+            # own CPU per record is the cost the producer controls.
+            out.append({"label": f"{clients.REFERENCE} CPU per record / {client} CPU per record",
+                        "value": ref["cpu_us_per_record"] / r["cpu_us_per_record"],
+                        "target": None, "met": None,
+                        "detail": f"{ref['cpu_us_per_record']:.2f} µs vs "
+                                  f"{r['cpu_us_per_record']:.2f} µs (base scenario)"})
+    spark = [r for r in rows if r["scenario"] == scenarios.SPARK]
+    mine = next((r for r in spark if r["client"] == spark_recipes.WRITE_KAFKA), None)
+    peer = reference_row(scenarios.SPARK, spark)
+    if mine is not None:
+        label = "Spark write_kafka / faster confluent recipe"
+        if not mine["ok"] or peer is None:
+            out.append({"label": label, "value": None, "target": TARGET_SPARK, "met": None,
+                        "detail": "a run FAILED verification"})
+        else:
+            value = mine["records_per_s"] / peer["records_per_s"]
+            out.append({"label": label, "value": value, "target": TARGET_SPARK,
+                        "met": value >= TARGET_SPARK,
+                        "detail": f"{peer['client']}; {mine['records']:,} rows, local[2], "
+                                  f"same run"})
+            out.append({"label": "Spark: faster confluent recipe CPU per row / write_kafka "
+                                 "CPU per row",
+                        "value": peer["cpu_us_per_record"] / mine["cpu_us_per_record"],
+                        "target": None, "met": None,
+                        "detail": f"{peer['cpu_us_per_record']:.2f} µs vs "
+                                  f"{mine['cpu_us_per_record']:.2f} µs, whole Spark process tree"})
+    if micro:
+        for t in micro["targets"]:
+            values = list(t["values"].values())
+            out.append({"label": t["target"], "value": min(values) if values else None,
+                        "target": None, "met": t["met"],
+                        "detail": ", ".join(f"{k}: {v:.2f}x" for k, v in t["values"].items())})
+    return out
+
+
+# ---- text ---------------------------------------------------------------------------------
+
+def _fmt(v, spec, default="–"):
+    return default if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def producer_table(rows: list[dict]) -> list[str]:
+    lines = [TABLE_HEADER, "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in rows:
+        if not r["ok"]:
+            lines.append(f"| {r['scenario']} | {r['client']} | {r['records']:,} | FAILED | | | | | "
+                         f"{r['error'][:120]} |")
+            continue
+        rss = "–"
+        if r.get("peak_rss_mib") is not None:
+            rss = f"{r['peak_rss_mib']:,.0f}"
+            if r.get("rss_data_mib") is not None:
+                rss += f" (+{r['peak_rss_mib'] - r['rss_data_mib']:,.0f})"
+        ratio = f"{r['ratio']:.2f}×" if r["ratio"] is not None else (
+            "reference" if r["client"] == r.get("reference") else "–")
+        lines.append(f"| {r['scenario']} | {r['client']} | {r['records']:,} | "
+                     f"{r['records_per_s']:,.0f} | {r['mb_per_s']:,.1f} | "
+                     f"{r['cpu_us_per_record']:.2f} | {rss} | "
+                     f"{_fmt(r.get('broker_cpu_us_per_record'), '.2f')} | {ratio} |")
+    return lines
+
+
+def ratio_lines(ratios: list[dict]) -> list[str]:
+    lines = []
+    for t in ratios:
+        if t["value"] is None and t["met"] is None:
+            lines.append(f"{t['label']}: not measured ({t['detail']})")
+            continue
+        value = f"{t['value']:.2f}×" if t["value"] is not None else ""
+        verdict = ""
+        if t["target"] is not None:
+            verdict = f" (target ≥ {t['target']:g}×: {'met' if t['met'] else 'NOT met'})"
+        elif t["met"] is not None:
+            verdict = f" ({'met' if t['met'] else 'NOT met'})"
+        lines.append(f"{t['label']}: {value}{verdict} — {t['detail']}")
+    return lines
+
+
+def micro_tables(micro: dict) -> list[str]:
+    lines = ["| scenario | encoder | Mrecords/s | MB/s | kproducer / this |",
+             "|---|---|--:|--:|--:|"]
+    for r in micro["encode"]:
+        ratio = micro["encode_ratios"].get(r["scenario"], {}).get(r["encoder"])
+        lines.append(f"| {r['scenario']} | {r['encoder']} | {r['records_per_s'] / 1e6:,.2f} | "
+                     f"{r['mb_per_s']:,.0f} | {_fmt(ratio, '.2f')}{'×' if ratio else ''} |")
+    lines += ["", "| buffer | CRC-32C | GB/s | kproducer / this |", "|---|---|--:|--:|"]
+    for r in micro["crc"]:
+        ratio = micro["crc_ratios"].get(str(r["size"])) if r["impl"] == "crc32c-pkg" else None
+        size = f"{r['size'] >> 20} MiB" if r["size"] >= 1 << 20 else f"{r['size'] >> 10} KiB"
+        lines.append(f"| {size} | {r['impl']} | {r['gb_per_s']:.2f} | "
+                     f"{_fmt(ratio, '.2f')}{'×' if ratio else ''} |")
+    return lines
+
+
+def client_settings(doc: dict) -> list[str]:
+    """What each client was given (in its own names; first scenario it ran) and the
+    defaults left in force: the clients' defaults differ, so the table needs this beside it."""
+    firsts: dict[str, dict] = {}
+    for r in doc["runs"]:
+        if r.get("settings") is not None:
+            firsts.setdefault(r["client"], r)
+    if not firsts:
+        return []
+    out = ["", "## Client settings", "",
+           "Given explicitly (scenario shown; other scenarios change acks, idempotence and "
+           "compression alike for every client), then defaults left in force:", ""]
+    for client, r in firsts.items():
+        given = ", ".join(f"{k}={v}" for k, v in r["settings"].items())
+        note = clients.DEFAULTS_NOTE.get(client)
+        if note is None and r["scenario"] == scenarios.SPARK:
+            note = ("kproducer defaults otherwise" if client == spark_recipes.WRITE_KAFKA
+                    else "librdkafka defaults otherwise")
+        out.append(f"- {client} (`{r['scenario']}`): {given}; {note}")
+    return out
+
+
+def markdown(doc: dict) -> str:
+    env, params = doc["environment"], doc["parameters"]
+    v = env["versions"]
+    out = [f"# kproducer benchmark ({'quick' if params['quick'] else 'full'} run, "
+           f"{doc['started_at']})", "",
+           f"{env['cpu_model']}, {env['cpu_count']} cores, {env['memory_gib']} GiB; "
+           f"Python {env['python']}; kproducer {v['kproducer']}, confluent-kafka "
+           f"{v['confluent-kafka']} (librdkafka {v.get('librdkafka', '?')}), kafka-python "
+           f"{v['kafka-python']}, aiokafka {v['aiokafka']}, pyspark {v['pyspark']}. "
+           f"Broker: {env['broker']}.", "",
+           f"Every client in its own process on a fresh topic with {params['partitions']} "
+           f"partitions and the same records; common settings: linger.ms={params['linger_ms']}, "
+           f"batch size {params['batch_size']:,} bytes (per-client settings in results.json). "
+           f"Every run read back (CRC checks on) and checked record by record; FAILED runs are "
+           f"not timed. records/s and MB/s (key + value bytes) over the send loop and the final "
+           f"flush; CPU: user + system time of the client process (of the whole Spark process "
+           f"tree for Spark) per record; peak RSS: VmHWM during the timed part, in brackets what "
+           f"it adds to the pre-generated data; broker CPU: the embedded broker's user + system "
+           f"time while the client ran, per record. Best of {params['repeat']} "
+           f"repeat(s). Reference: {clients.REFERENCE} (Spark: the faster confluent recipe).",
+           "", "## Headline ratios", ""]
+    out += [f"- {line}" for line in ratio_lines(doc["ratios"])] or ["- (none measured)"]
+    out += ["", "## Producers", ""]
+    out += producer_table(doc["summary"])
+    out += ["", "Scenarios:", ""]
+    for name, s in doc["scenarios"].items():
+        out.append(f"- `{name}`: {s['description']}")
+    out += client_settings(doc)
+    if doc["micro"]:
+        out += ["", "## Codec microbenchmarks", "", f"{doc['micro']['params']['records']:,} "
+                "records per encode scenario, best of "
+                f"{doc['micro']['params']['repeat']} samples.", ""]
+        out += micro_tables(doc["micro"])
+    if doc["skipped"]:
+        out += ["", "Skipped: " + "; ".join(f"{k}: {why}" for k, why in doc["skipped"].items())]
+    out += ["", "![records/s per scenario and client](results.png)", ""]
+    return "\n".join(out)
+
+
+# ---- chart --------------------------------------------------------------------------------
+
+def chart(doc: dict, path: str) -> None:
+    """Grouped bars of records/s (log scale) per producer scenario and client; the Spark
+    recipes in a panel of their own; FAILED runs are drawn as an empty slot."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = doc["summary"]
+    producer = [r for r in rows if r["scenario"] != scenarios.SPARK]
+    spark = [r for r in rows if r["scenario"] == scenarios.SPARK]
+    panels = [p for p in (("Producers: records/s (log scale)", producer),
+                          ("Spark, local[2]: rows/s", spark)) if p[1]]
+    if not panels:
+        panels = [("no producer runs", [])]
+    widths = [3 if title.startswith("Producers") else 1 for title, _ in panels]
+    fig, axes = plt.subplots(1, len(panels), figsize=(13 if len(panels) > 1 else 10, 6.5),
+                             gridspec_kw={"width_ratios": widths}, squeeze=False)
+    for ax, (title, data) in zip(axes[0], panels):
+        groups = list(dict.fromkeys(r["scenario"] for r in data))
+        names = list(dict.fromkeys(r["client"] for r in data))
+        width = 0.8 / max(len(names), 1)
+        for j, name in enumerate(names):
+            xs, ys = [], []
+            for i, g in enumerate(groups):
+                r = next((r for r in data if r["scenario"] == g and r["client"] == name), None)
+                if r is not None and r["ok"]:
+                    xs.append(i + (j - (len(names) - 1) / 2) * width)
+                    ys.append(r["records_per_s"])
+            ax.bar(xs, ys, width, label=name)
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels(groups, rotation=20)
+        ax.set_title(title)
+        if title.startswith("Producers"):
+            ax.set_yscale("log")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+                  ncol=3 if title.startswith("Producers") else 1, frameon=False)
+    env = doc["environment"]
+    fig.suptitle(f"kproducer benchmark — {env['cpu_count']} cores, Python {env['python']}, "
+                 f"{'quick' if doc['parameters']['quick'] else 'full'} run", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_json(doc: dict, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2, default=str)
+        fh.write("\n")
+
+
+__all__ = ["summarize", "headline_ratios", "markdown", "chart", "write_json", "producer_table",
+           "ratio_lines", "TABLE_HEADER"]

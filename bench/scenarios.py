@@ -1,0 +1,122 @@
+"""The benchmark matrix: a base scenario, then one dimension varied at a time.
+
+A full cross product (3 value sizes x 2 acks x 2 idempotence x 3 compressions x 2 keyings x
+6 clients) would take hours; varying one dimension of a base scenario shows each
+dimension's effect at a fraction of that. Producer scenarios (every client runs each):
+
+=============  ==========  =====  ====  ===========  =============
+name           value size  keyed  acks  idempotence  compression
+=============  ==========  =====  ====  ===========  =============
+``base``       100 B       yes    1     off          none
+``value-10B``  10 B        yes    1     off          none
+``value-1KiB`` 1 KiB       yes    1     off          none
+``acks-all``   100 B       yes    all   off          none
+``idempotent`` 100 B       yes    all   on           none
+``lz4``        100 B       yes    1     off          lz4 (level 1)
+``zstd``       100 B       yes    1     off          zstd
+``unkeyed``    100 B       no     1     off          none
+=============  ==========  =====  ====  ===========  =============
+
+(Idempotence requires ``acks=all`` in every client, so ``idempotent`` is compared with
+``acks-all``.) ``lz4`` runs at level 1, LZ4's fast mode, where the client has the setting:
+that is librdkafka's and kafka-python's default, while Java (and so kproducer) and aiokafka
+default to level 9, LZ4 HC, several times slower to compress; aiokafka has no setting and
+stays at 9. zstd runs at every client's default, level 3.
+
+Besides these: ``spark`` (``kproducer.spark.write_kafka`` against the confluent-kafka
+``foreachPartition`` and ``mapInPandas`` recipes, when pyspark is installed) and ``micro``
+(the encode and CRC-32C microbenchmarks of :mod:`bench.micro`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    value_size: int = 100
+    keyed: bool = True
+    acks: str = "1"              # "1" or "all"
+    idempotence: bool = False
+    compression: str = "none"
+    compression_level: int | None = None   # None: each client's default for the codec
+    varies: str = "base"         # the dimension this scenario changes, for the table
+
+    def describe(self) -> str:
+        size = (f"{self.value_size} B" if self.value_size < 1024
+                else f"{self.value_size // 1024} KiB")
+        level = "" if self.compression_level is None else f" level {self.compression_level}"
+        return (f"{size}, {'keyed' if self.keyed else 'unkeyed'}, acks={self.acks}, "
+                f"idempotence {'on' if self.idempotence else 'off'}, "
+                f"compression {self.compression}{level}")
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "description": self.describe()}
+
+
+BASE = Scenario("base")
+PRODUCER_SCENARIOS = (
+    BASE,
+    Scenario("value-10B", value_size=10, varies="value size"),
+    Scenario("value-1KiB", value_size=1024, varies="value size"),
+    Scenario("acks-all", acks="all", varies="acks"),
+    Scenario("idempotent", acks="all", idempotence=True, varies="idempotence"),
+    Scenario("lz4", compression="lz4", compression_level=1, varies="compression"),
+    Scenario("zstd", compression="zstd", varies="compression"),
+    Scenario("unkeyed", keyed=False, varies="keying"),
+)
+SPARK = "spark"
+MICRO = "micro"
+ALL_NAMES = tuple(s.name for s in PRODUCER_SCENARIOS) + (SPARK, MICRO)
+
+# What --quick runs: the base scenario (issue 4's send_many figure), one variation that
+# changes the protocol path (idempotence: InitProducerId, sequence numbers) and one that
+# changes the encoding path (compression), plus a tiny Spark run and the microbenchmarks.
+QUICK_NAMES = ("base", "idempotent", "lz4", SPARK, MICRO)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Records per run. The pure-Python peers (kafka-python, aiokafka) are ~20x slower than
+    the others: they get ``slow_fraction`` of the records and are compared by rate."""
+    records: int              # kproducer and confluent-kafka, 10 B and 100 B values
+    records_1kib: int         # the same for 1 KiB values (the broker keeps everything in memory)
+    slow_fraction: float
+    spark_rows: int
+    micro_records: int
+    micro_repeat: int
+
+    def for_client(self, scenario: Scenario, slow: bool) -> int:
+        n = self.records_1kib if scenario.value_size >= 1024 else self.records
+        return max(1000, int(n * self.slow_fraction)) if slow else n
+
+
+FULL = Sizes(records=1_000_000, records_1kib=250_000, slow_fraction=0.1, spark_rows=2_000_000,
+             micro_records=200_000, micro_repeat=5)
+QUICK = Sizes(records=20_000, records_1kib=5_000, slow_fraction=0.25, spark_rows=20_000,
+              micro_records=10_000, micro_repeat=2)
+
+
+def select(patterns: list[str] | None, quick: bool) -> list[str]:
+    """Scenario names to run, in matrix order: ``patterns`` are names or fnmatch globs."""
+    import fnmatch
+
+    if not patterns:
+        return list(QUICK_NAMES if quick else ALL_NAMES)
+    chosen = []
+    for pattern in patterns:
+        hits = fnmatch.filter(ALL_NAMES, pattern)
+        if not hits:
+            raise ValueError(f"--scenarios: {pattern!r} matches no scenario "
+                             f"(known: {', '.join(ALL_NAMES)})")
+        chosen.extend(hits)
+    return [n for n in ALL_NAMES if n in chosen]
+
+
+def by_name(name: str) -> Scenario:
+    for s in PRODUCER_SCENARIOS:
+        if s.name == name:
+            return s
+    raise KeyError(name)
