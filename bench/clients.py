@@ -133,17 +133,22 @@ def run_kproducer(spec, conf, values, keys, many: bool):
         failed = result.failed
         first_error = None if result.first_error is None else repr(result.first_error)
     else:
-        send = p.send
-        if keys is None:
-            for v in values:
-                send(topic, v)
-        else:
-            for v, k in zip(values, keys):
-                send(topic, v, key=k)
+        _send_loop(p.send, topic, values, keys)
         p.flush()
     t1, c1 = time.perf_counter(), time.process_time()
     p.close()
     return t1 - t0, c1 - c0, failed, first_error
+
+
+def _send_loop(send, topic, values, keys) -> None:
+    """One send(topic, value[, key=]) per record: the loop a user writes (kproducer's
+    send() and kafka-python's share the signature)."""
+    if keys is None:
+        for v in values:
+            send(topic, v)
+    else:
+        for v, k in zip(values, keys):
+            send(topic, v, key=k)
 
 
 def _confluent_warmup(p, topic):
@@ -219,14 +224,8 @@ def run_kafka_python(spec, conf, values, keys):
     topic = spec["topic"]
     p = KafkaProducer(**conf)
     p.send(topic, WARMUP_VALUE).get(60)
-    send = p.send
     t0, c0 = _timed_start()
-    if keys is None:
-        for v in values:
-            send(topic, v)
-    else:
-        for v, k in zip(values, keys):
-            send(topic, v, key=k)
+    _send_loop(p.send, topic, values, keys)
     p.flush()
     t1, c1 = time.perf_counter(), time.process_time()
     p.close()

@@ -11,9 +11,9 @@ warm-up records makes the run FAILED.
 from __future__ import annotations
 
 import time
-import uuid
 
 from bench.data import INDEX_BYTES
+from kproducer.testing.readback import verifying_consumer
 
 MAX_REPORTED = 5
 
@@ -21,24 +21,12 @@ MAX_REPORTED = 5
 def check_topic(bootstrap: str, topic: str, expected: int, *, warmups: int = 1,
                 warmup_value: bytes = b"warm-up", timeout: float | None = None) -> dict:
     """Returns ``{"ok", "read", "error", "seconds"}``; ``error`` says what is wrong."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
     started = time.monotonic()
     timeout = timeout if timeout is not None else 60.0 + expected / 20_000
     deadline = started + timeout
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"kproducer-bench-verify-{uuid.uuid4().hex}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
-        "enable.partition.eof": True,
-        "check.crcs": True,
-        "fetch.wait.max.ms": 500,
-        "queued.min.messages": 2000000,
-        "isolation.level": "read_uncommitted",
-        "socket.timeout.ms": 10000,
-    })
+    consumer = verifying_consumer(bootstrap, "kproducer-bench-verify")
     seen = bytearray(expected)
     duplicates: list[int] = []
     out_of_range: list[int] = []

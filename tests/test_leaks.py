@@ -19,18 +19,11 @@ import _leak_cycles
 import pytest
 
 from kproducer import Producer
+from kproducer.testing.procfs import rss_kib as _rss_kib
 from kproducer.errors import RecordTooLargeError
 
 ROOT = Path(__file__).resolve().parents[1]
 CSRC = ROOT / "csrc"
-
-
-def _rss_kib() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def test_c_allocations_are_freed_under_leak_sanitizer(tmp_path):

@@ -10,18 +10,11 @@ import threading
 import pytest
 
 from kproducer import Producer
+from kproducer.testing.procfs import rss_kib as _rss_kib
 
 
 def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
-
-
-def _rss_kib() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def _cycle(bootstrap: str, n: int) -> None:

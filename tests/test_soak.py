@@ -34,6 +34,8 @@ import uuid
 
 import pytest
 
+from kproducer.testing.procfs import status_kib
+
 N_RECORDS = int(os.environ.get("KPRODUCER_SOAK_RECORDS", "10000000"))
 PARTITIONS = 8
 CHUNK = 200_000
@@ -62,14 +64,6 @@ PAD = b"kproduce"                      # non-zero: fixed-width S columns drop tr
 
 # -- the producing child ------------------------------------------------------------------------
 
-def _status_kib(key: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    raise AssertionError(f"no {key} in /proc/self/status")
-
-
 def _produce(bootstrap: str, topic: str, n: int) -> dict:
     import numpy as np
 
@@ -78,7 +72,7 @@ def _produce(bootstrap: str, topic: str, n: int) -> dict:
     dtype = np.dtype([("seq", ">u8"), ("pad", "S8")])
     p = Producer(bootstrap_servers=bootstrap, **PRODUCER_SETTINGS)
     assert len(p.partitions_for(topic)) == PARTITIONS
-    baseline = _status_kib("VmRSS")
+    baseline = status_kib("VmRSS")
     t0 = time.monotonic()
     results = []
     for start in range(0, n, CHUNK):
@@ -95,7 +89,7 @@ def _produce(bootstrap: str, topic: str, n: int) -> dict:
     p.close(timeout=30)
     return dict(acked=sum(r.acked for r in results), failed=sum(r.failed for r in results),
                 pending_results=pending, errors=errors[:5], elapsed_s=elapsed,
-                baseline_rss_kib=baseline, peak_rss_kib=_status_kib("VmHWM"),
+                baseline_rss_kib=baseline, peak_rss_kib=status_kib("VmHWM"),
                 metrics={k: v for k, v in metrics.items() if isinstance(v, (int, float))})
 
 
@@ -214,13 +208,9 @@ def test_soak_idempotent_stream_through_random_faults(proxied_broker):
 
 def _proc_status_kib(pid: int, key: str) -> int:
     try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+        return status_kib(key, pid)
+    except LookupError:   # the broker is gone: the figure is only reported
+        return 0
 
 
 if __name__ == "__main__":

@@ -57,6 +57,27 @@ class ReadBackError(RuntimeError):
         self.offset = offset
 
 
+def verifying_consumer(bootstrap: str, group_prefix: str,
+                       consumer_config: Mapping | None = None) -> Consumer:
+    """A confluent-kafka Consumer for checking what was produced: CRC checks on, a fresh
+    group (nothing committed), from the earliest offset, partition ends reported, large
+    prefetch queues. ``consumer_config`` adds librdkafka settings (e.g. security)."""
+    return Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"{group_prefix}-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "enable.partition.eof": True,
+        "check.crcs": True,
+        "fetch.wait.max.ms": 500,
+        "queued.min.messages": 2000000,
+        "isolation.level": "read_uncommitted",
+        "socket.timeout.ms": 10000,
+        **(consumer_config or {}),
+    })
+
+
 def _partitions_of(consumer: Consumer, topic: str, deadline: float) -> list[int]:
     """The topic's partitions from Metadata, retrying until the deadline while the broker
     has not settled (leader not available, topic still being created)."""
@@ -98,20 +119,7 @@ def read_back(bootstrap: str, topic: str, *, partitions: Iterable[int] | None = 
     librdkafka settings (e.g. ``security.protocol`` and SASL credentials).
     """
     deadline = time.monotonic() + timeout
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"kproducer-readback-{uuid.uuid4().hex}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
-        "enable.partition.eof": True,
-        "check.crcs": True,
-        "fetch.wait.max.ms": 500,
-        "queued.min.messages": 2000000,
-        "isolation.level": "read_uncommitted",
-        "socket.timeout.ms": 10000,
-        **(consumer_config or {}),
-    })
+    consumer = verifying_consumer(bootstrap, "kproducer-readback", consumer_config)
     try:
         known = _partitions_of(consumer, topic, deadline)
         if partitions is None:
