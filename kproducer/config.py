@@ -121,6 +121,11 @@ _DEFS = [
     Setting("bootstrap.servers", "servers", _REQUIRED,
             "Brokers to contact first (host:port, comma-separated or a list); the rest of "
             "the cluster is discovered from them."),
+    Setting("client.dns.lookup", "choice", "use_all_dns_ips",
+            "use_all_dns_ips: a broker name that resolves to several addresses (such as "
+            "localhost: ::1 and 127.0.0.1) is tried at each in turn before backing off.",
+            choices=("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"),
+            supported=("use_all_dns_ips",)),
     Setting("client.id", "str", "",
             "A name sent with every request so brokers can attribute requests in their logs "
             "and quotas (empty: Java's producer then calls itself producer-N)."),
@@ -262,7 +267,8 @@ _DEFS = [
 SETTINGS: Mapping[str, Setting] = {s.name: s for s in _DEFS}
 """Every setting kproducer implements, by dotted name, in definition order."""
 
-_SECURITY = "kproducer speaks PLAINTEXT only for now (SSL and SASL are not supported yet)"
+_SECURITY = ("kproducer's security settings are security.protocol, the PEM-file ssl.* settings "
+             "and sasl.mechanism with sasl.jaas.config or sasl.username/sasl.password")
 _SASL_REASON = ("kproducer's SASL implements PLAIN and SCRAM-SHA-256/512, configured with "
                 "sasl.mechanism and sasl.jaas.config or sasl.username/sasl.password")
 _TLS_REASON = ("kproducer's TLS is configured with PEM files: ssl.truststore.location, "
@@ -273,7 +279,6 @@ _METRICS = "kproducer has no pluggable metrics yet"
 
 UNSUPPORTED: Mapping[str, str] = {
     # Java producer settings kproducer does not implement, with the reason given.
-    "client.dns.lookup": "kproducer resolves bootstrap addresses its own way",
     "interceptor.classes": "interceptors are Java classes",
     "partitioner.class": "pass a Python callable as 'partitioner' instead",
     "metric.reporters": _METRICS,

@@ -143,6 +143,9 @@ class NodeState:
     # ClusterConnectionStates.authenticationException).
     auth_error: Optional[Exception] = None
     lookup: Optional[_Lookup] = None   # the host name being resolved (state CONNECTING)
+    # Addresses of the last lookup, tried in turn (client.dns.lookup=use_all_dns_ips).
+    addresses: list = field(default_factory=list)
+    address_index: int = 0
 
 
 class NetworkClient:
@@ -261,6 +264,7 @@ class NetworkClient:
         ns.last_attempt_ms = now
         ns.connect_started_ms = now
         if _is_address(ns.host):
+            ns.addresses, ns.address_index = [ns.host], 0
             self._connect_to(ns, ns.host, now)
             return
         ns.state = CONNECTING
@@ -278,7 +282,25 @@ class NetworkClient:
                 self._connect_failed(ns, NetworkError(
                     f"cannot resolve {ns.host}:{ns.port}: {lookup.error or 'no address'}"), now)
             else:
-                self._connect_to(ns, lookup.addresses[0], now)
+                ns.addresses, ns.address_index = list(dict.fromkeys(lookup.addresses)), 0
+                self._connect_to(ns, ns.addresses[0], now)
+
+    def _try_next_address(self, ns: NodeState, why, now: int) -> bool:
+        """After a failed connect (refused, unreachable, setup timeout): the broker's next
+        resolved address, at once, as Java's use_all_dns_ips does; False once all were
+        tried (the caller then fails the attempt and backs off)."""
+        if ns.state != CONNECTING or ns.lookup is not None or ns.address_index + 1 >= len(ns.addresses):
+            return False
+        try:
+            self.selector.close(ns.slot)
+        except KafkaError:
+            pass   # the selector already freed it with the disconnect event
+        log.debug("connect to %s (%s) failed: %s; trying its next address", ns.host,
+                  ns.addresses[ns.address_index], why)
+        ns.address_index += 1
+        ns.connect_started_ms = now
+        self._connect_to(ns, ns.addresses[ns.address_index], now)
+        return True
 
     def _connect_to(self, ns: NodeState, host: str, now: int) -> None:
         try:
@@ -287,6 +309,10 @@ class NetworkClient:
             self.selector.connect(ns.slot, host, ns.port, self.send_buffer_bytes, self.receive_buffer_bytes,
                                   tls=self.tls, server_hostname=ns.host if self.tls is not None else None)
         except (KafkaError, OSError) as exc:
+            if ns.address_index + 1 < len(ns.addresses):   # e.g. IPv6 disabled: the next one
+                ns.address_index += 1
+                self._connect_to(ns, ns.addresses[ns.address_index], now)
+                return
             self._connect_failed(ns, NetworkError(f"connect to node {ns.node_id} ({ns.host}:{ns.port}) failed: {exc}"), now)
             return
         ns.state = CONNECTING
@@ -523,6 +549,8 @@ class NetworkClient:
             ns = by_slot.get(slot)
             if ns is None:
                 continue
+            if slot not in result.tls_failed and self._try_next_address(ns, reason, now):
+                continue
             if slot in result.tls_failed and ns.state != READY:
                 # A failed TLS handshake (certificate, host name, an alert such as "certificate
                 # required") is not retried into success: Java's SslAuthenticationException.
@@ -579,6 +607,8 @@ class NetworkClient:
         for ns in list(self.nodes.values()):
             if ns.state in _SETTING_UP and \
                     now - ns.connect_started_ms >= self.connection_setup_timeout_ms:
+                if self._try_next_address(ns, "no connection within socket.connection.setup.timeout.ms", now):
+                    continue
                 what = (f"the host name {ns.host} not resolved" if ns.lookup is not None else
                         f"connection to node {ns.node_id} ({ns.host}:{ns.port}) not established")
                 out.extend(self._disconnect(ns, KafkaTimeoutError(

@@ -16,6 +16,7 @@ BS = "localhost:9092"
 
 # Kafka 4.x defaults, as ProducerConfig.java / CommonClientConfigs.java define them.
 JAVA_DEFAULTS = {
+    "client.dns.lookup": "use_all_dns_ips",
     "client.id": "",
     "acks": -1,  # "all"
     "enable.idempotence": True,
@@ -184,7 +185,7 @@ def test_other_clients_names_point_to_kafkas():
     assert "did you mean 'compression.type'" in err(**{"compression.codec": "gzip"})
 
 
-@pytest.mark.parametrize("name", ["interceptor.classes", "metric.reporters", "client.dns.lookup",
+@pytest.mark.parametrize("name", ["interceptor.classes", "metric.reporters",
                                   "transaction.timeout.ms", "ssl.truststore.password",
                                   "sasl.kerberos.service.name", "metrics.context.foo", "sasl.new.thing"])
 def test_known_java_settings_we_do_not_implement(name):

@@ -232,6 +232,34 @@ def test_unreachable_broker_at_start_fails_clearly_within_max_block_ms(case):
 
 
 @pytest.mark.timeout(120)
+def test_every_resolved_address_is_tried_before_backing_off(broker, monkeypatch):
+    """client.dns.lookup=use_all_dns_ips: a name resolving to a dead address first (as
+    localhost's ::1 is when a broker listens on IPv4 only) connects through the next one."""
+    real = socket.getaddrinfo
+    asked = []
+
+    def two_addresses(host, port, *args, **kwargs):
+        if host != "twice.example":
+            return real(host, port, *args, **kwargs)
+        asked.append(host)
+        # 127.0.0.2 is loopback too, but nothing listens on the broker's port there.
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port)) for ip in ("127.0.0.2", "127.0.0.1")]
+
+    monkeypatch.setattr(socket, "getaddrinfo", two_addresses)
+    broker.create_topic("dns-all", 1)
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
+    with Producer(bootstrap_servers=f"twice.example:{port}", linger_ms=0, max_block_ms=10_000,
+                  reconnect_backoff_ms=5_000, reconnect_backoff_max_ms=5_000) as p:
+        t0 = time.monotonic()
+        md = p.send("dns-all", b"through the second address").result(timeout=10)
+        # Backoff is 5 s: connecting within it means the second address was tried at once.
+        assert time.monotonic() - t0 < 4.5
+    assert asked and md.offset == 0
+    got = read_back(broker.bootstrap, "dns-all")
+    assert [m.value for m in got[0]] == [b"through the second address"]
+
+
+@pytest.mark.timeout(120)
 def test_a_hung_dns_lookup_stalls_neither_the_deadlines_nor_close(monkeypatch):
     """A resolver that never answers (a dead DNS server): the lookup runs off the I/O thread,
     so max.block.ms and close(timeout) hold and the error names the unresolved host."""
