@@ -258,10 +258,24 @@ class Producer:
         Without adaptive partitioning: uniform over partitions with a leader. With it
         (the default), weighted like Java's BuiltInPartitioner: partition i gets weight
         ``max_queue + 1 - queue_i`` from the batches queued per partition, so slow
-        partitions (long queues) receive less new data."""
-        available = self._metadata.cluster.available_partition_ids(topic) or range(n)
+        partitions (long queues) receive less new data; with partitioner.availability.timeout.ms
+        a partition whose leader could not take its ready batches for that long gets none."""
+        cluster = self._metadata.cluster
+        available = cluster.available_partition_ids(topic) or range(n)
         if not self._config.partitioner_adaptive_partitioning_enable or len(available) < 2:
             return self._rng.choice(available)
+        timeout = self._config.partitioner_availability_timeout_ms
+        if timeout > 0:
+            # Java's partitionReady: leave out partitions whose leader has had batches
+            # waiting, undrained, for longer than the timeout (all of them: no preference).
+            latency = self._sender.node_latency
+            usable = [p for p in available
+                      if (leader := cluster.leader_for(topic, p)) is None
+                      or (lat := latency.get(leader.node_id)) is None or lat[0] - lat[1] <= timeout]
+            if usable:
+                available = usable
+            if len(available) < 2:
+                return self._rng.choice(available)
         queues = self._acc.queue_sizes(topic)
         sizes = [queues[p] if p < len(queues) else 0 for p in available]
         top = max(sizes) + 1

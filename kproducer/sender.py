@@ -73,6 +73,11 @@ class Sender:
         self.muted: set = set()                         # partitions waiting for in-flight retries
         self._acks0_nodes: set = set()                  # nodes that received acks=0 records
         self.stats = defaultdict(int)
+        # node -> (ready_ms, drain_ms): the last time the node had batches ready and the last
+        # time it could take them (Java's NodeLatencyStats). A node whose batches wait longer
+        # than partitioner.availability.timeout.ms gets no new unkeyed records (the producer's
+        # sticky choice reads this; each entry is replaced whole, so a reader never sees half).
+        self.node_latency: dict = {}
         self.fatal_error: Exception | None = None
         self._thread = threading.Thread(target=self._run, name="kproducer-network-thread", daemon=True)
 
@@ -201,6 +206,9 @@ class Sender:
             if not self.client.ready(node, now):
                 ready.discard(node)
                 next_delay = min(next_delay, max(self.client.connection_delay(node, now), 5))
+                self.node_latency[node] = (now, self.node_latency.get(node, (now, now))[1])
+            else:
+                self.node_latency[node] = (now, now)
         batches = self.acc.drain(leader_of, ready, self.max_request_size, wall, self.muted) if ready else {}
         for node, node_batches in batches.items():
             self._send_produce(node, node_batches, now)

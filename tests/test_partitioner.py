@@ -374,3 +374,64 @@ def test_thread_safety_smoke():
     assert not bad
     assert sum(chosen.values()) == 160000 and len(chosen) > 1
     assert isinstance(bp.peek_partition_info("t", c), StickyPartitionInfo)
+
+
+# -- the producer's sticky choice: partitioner.availability.timeout.ms ---------------------------
+
+@pytest.mark.parametrize("timeout_ms", [0, 1000])
+def test_availability_timeout_keeps_unkeyed_records_off_a_stalled_leader(broker, timeout_ms, monkeypatch):
+    """Java's partitionReady: with partitioner.availability.timeout.ms, a partition whose
+    leader has had batches ready but could not take them for longer than the timeout gets
+    no new unkeyed records; 0 disables the check. (Tansu is one broker, so the test gives
+    the partitions two pretend leaders and sets the Sender's latency figures directly.)"""
+    from kproducer import Producer
+
+    broker.create_topic("avail", 4)
+    with Producer(bootstrap_servers=broker.bootstrap, partitioner_availability_timeout_ms=timeout_ms) as p:
+        assert len(p.partitions_for("avail")) == 4
+        leaders = {0: Node(101, "a", 1), 1: Node(101, "a", 1), 2: Node(102, "b", 1), 3: Node(102, "b", 1)}
+        monkeypatch.setattr(Cluster, "leader_for", lambda self, topic, partition: leaders[partition])
+        # node 101: batches ready at 5,000 ms, last drained at 0 (stalled 5 s); 102 drains.
+        p._sender.node_latency.update({101: (5000, 0), 102: (5000, 5000)})
+        chosen = Counter(p._choose_sticky("avail", 4) for _ in range(400))
+        if timeout_ms:
+            assert set(chosen) == {2, 3}, chosen
+            p._sender.node_latency[102] = (9000, 0)        # both stalled: no preference left
+            assert set(p._choose_sticky("avail", 4) for _ in range(400)) == {0, 1, 2, 3}
+        else:
+            assert set(chosen) == {0, 1, 2, 3}, chosen
+
+
+def test_sender_tracks_how_long_a_leader_leaves_ready_batches_waiting(proxied_broker):
+    """The Sender's NodeLatencyStats: while the leader cannot take more (its five in-flight
+    requests are stuck behind a stalled link), ready_ms moves on and drain_ms stays put;
+    once the link moves again a drain resets the gap."""
+    import time
+
+    from kproducer import Producer
+
+    broker, proxy = proxied_broker
+    broker.create_topic("stall-lat", 1)
+    with Producer(bootstrap_servers=proxy.bootstrap, linger_ms=0, acks=1, enable_idempotence=False,
+                  request_timeout_ms=30_000) as p:
+        p.send("stall-lat", b"warm").result(timeout=30)
+        proxy.stall(True)
+        try:
+            futures = []
+            for i in range(200):
+                # Each record larger than batch.size is a batch of its own, and a new batch
+                # wakes the Sender (as in Java, whose ready pass runs only when woken).
+                futures.append(p.send("stall-lat", b"v" * 20_000))
+                time.sleep(0.005)
+            deadline = time.monotonic() + 20
+            waited = 0
+            while time.monotonic() < deadline:
+                waited = max((r - d for r, d in p._sender.node_latency.values()), default=0)
+                if waited >= 500:
+                    break
+                time.sleep(0.05)
+            assert waited >= 500, p._sender.node_latency
+        finally:
+            proxy.stall(False)
+        assert all(f.result(timeout=30).partition == 0 for f in futures)
+    assert max(r - d for r, d in p._sender.node_latency.values()) < waited
