@@ -66,7 +66,7 @@ from typing import Any
 
 from .compression import CODEC_IDS, LEVELS
 from .errors import ConfigError
-from .sasl import SaslCredentials, parse_jaas_config, saslprep
+from .sasl import SaslCredentials, parse_jaas_config
 
 __all__ = ["SETTINGS", "UNSUPPORTED", "ProducerConfig", "Setting"]
 
@@ -866,15 +866,10 @@ def _sasl_credentials(values: dict[str, Any], explicit: Mapping[str, Any]) -> Sa
         raise ConfigError("sasl.username is empty", key="sasl.username")
     where = "sasl.jaas.config" if jaas is not None else None
     for key, value in (("sasl.username", username), ("sasl.password", password)):
+        # SCRAM takes any string (raw UTF-8, as Kafka's Java client sends it; see kproducer.sasl).
         if mechanism == "PLAIN" and "\0" in value:
             raise ConfigError(f"{key}: a PLAIN credential may not contain NUL characters",
                               key=where or key)
-        if mechanism.startswith("SCRAM-"):
-            try:
-                saslprep(value)
-            except ValueError as exc:
-                raise ConfigError(f"{key}: not usable with {mechanism}: {exc}",
-                                  key=where or key) from None
     return SaslCredentials(mechanism, username, password, extensions)
 
 

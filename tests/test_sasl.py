@@ -216,14 +216,23 @@ def test_bad_jaas_configs_are_config_errors_that_never_show_the_password(jaas, w
     (dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_username=USER,
           sasl_password=PASSWORD, sasl_jaas_config=_jaas(PLAIN_LOGIN_MODULE)), "sasl.jaas.config",
      "not both"),
-    (dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256", sasl_username=USER,
-          sasl_password=PASSWORD + "\x07"), "sasl.password", "SASLprep"),
+    (dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_username=USER,
+          sasl_password=PASSWORD + "\0"), "sasl.password", "NUL"),
 ])
 def test_sasl_config_errors_name_the_key(settings, key, why):
     with pytest.raises(ConfigError) as exc:
         ProducerConfig(bootstrap_servers="localhost:9092", **settings)
     assert exc.value.key == key and why in str(exc.value)
     assert PASSWORD not in str(exc.value) and USER not in str(exc.value)
+
+
+def test_scram_credentials_are_taken_as_given():
+    """Kafka's SCRAM uses raw UTF-8 (no SASLprep), so a password SASLprep would refuse or map
+    is a valid credential for a Kafka broker and must not be refused at configuration."""
+    for password in (PASSWORD + "\x07", "pass\u00a0word"):
+        cfg = ProducerConfig(bootstrap_servers="localhost:9092", security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="SCRAM-SHA-256", sasl_username=USER, sasl_password=password)
+        assert cfg.sasl_credentials == SaslCredentials("SCRAM-SHA-256", USER, password)
 
 
 def test_sasl_config_reprs_hide_credentials():
