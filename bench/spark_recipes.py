@@ -97,19 +97,9 @@ def map_in_pandas(df, topic: str, conf: dict) -> int:
 
 
 def session():
-    from pyspark.sql import SparkSession
+    from kproducer.testing.spark import local_session
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    s = (SparkSession.builder.master("local[2]").appName("kproducer-bench")
-         .config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-         .config("spark.driver.host", "127.0.0.1")
-         .config("spark.driver.bindAddress", "127.0.0.1")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    return s
+    return local_session("kproducer-bench")
 
 
 def run(spec: dict) -> list[dict]:
