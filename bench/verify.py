@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from bench.data import INDEX_BYTES
-from kproducer.testing.readback import verifying_consumer
+from kproducer.testing.readback import ReadBackError, messages_to_end, verifying_consumer
 
 MAX_REPORTED = 5
 
@@ -21,8 +21,6 @@ MAX_REPORTED = 5
 def check_topic(bootstrap: str, topic: str, expected: int, *, warmups: int = 1,
                 warmup_value: bytes = b"warm-up", timeout: float | None = None) -> dict:
     """Returns ``{"ok", "read", "error", "seconds"}``; ``error`` says what is wrong."""
-    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
-
     started = time.monotonic()
     timeout = timeout if timeout is not None else 60.0 + expected / 20_000
     deadline = started + timeout
@@ -50,22 +48,8 @@ def check_topic(bootstrap: str, topic: str, expected: int, *, warmups: int = 1,
                 pass
             if parts is None:
                 time.sleep(0.05)
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-        pending = set(parts)
-        while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return result(f"timed out after {timeout:.0f} s with {read} of "
-                              f"{expected + warmups} records read; partitions {sorted(pending)} "
-                              f"did not reach their end")
-            for m in consumer.consume(num_messages=10000, timeout=min(remaining, 0.5)):
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(m.partition())
-                        continue
-                    return result(f"consumer error on partition {m.partition()} at offset "
-                                  f"{m.offset()}: {err.name()}: {err.str()}")
+        try:
+            for m in messages_to_end(consumer, topic, parts, deadline, f"topic {topic!r}"):
                 read += 1
                 value = m.value()
                 if value == warmup_value:
@@ -81,6 +65,8 @@ def check_topic(bootstrap: str, topic: str, expected: int, *, warmups: int = 1,
                         duplicates.append(i)
                     continue
                 seen[i] = 1
+        except (TimeoutError, ReadBackError) as exc:
+            return result(f"{exc} ({read} of {expected + warmups} records read)")
     finally:
         consumer.close()
     problems = []

@@ -30,7 +30,6 @@ import random
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 
@@ -98,52 +97,34 @@ def _produce(bootstrap: str, topic: str, n: int) -> dict:
 def _verify(bootstrap: str, topic: str, n: int, timeout: float) -> dict:
     """Reads every partition to its end with confluent-kafka (CRC checks on); counts records,
     duplicates, indexes out of send order per partition, and indexes never seen."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+    from kproducer.testing.readback import messages_to_end, verifying_consumer
 
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"kproducer-soak-{uuid.uuid4().hex}",
-        "enable.auto.commit": False, "enable.auto.offset.store": False,
-        "enable.partition.eof": True, "check.crcs": True, "fetch.wait.max.ms": 500,
-        "queued.min.messages": 2_000_000, "socket.timeout.ms": 10_000,
-    })
+    consumer = verifying_consumer(bootstrap, "kproducer-soak")
     seen = bytearray(n)
     last = [-1] * PARTITIONS
     counts = [0] * PARTITIONS
     out = dict(records=0, duplicates=0, out_of_order=0, foreign=0, first_problem=None)
     from_bytes = int.from_bytes
     try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        pending = set(range(PARTITIONS))
-        deadline = time.monotonic() + timeout
-        while pending:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"read back timed out after {timeout}s: {out['records']} records, "
-                                   f"partitions {sorted(pending)} not at their end")
-            for msg in consumer.consume(num_messages=10_000, timeout=0.5):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(msg.partition())
-                        continue
-                    raise AssertionError(f"consumer error on partition {msg.partition()} at offset "
-                                         f"{msg.offset()}: {err.name()}: {err.str()}")
-                value, part = msg.value(), msg.partition()
-                i = from_bytes(value[:8], "big")
-                if len(value) != 16 or value[8:] != PAD or i >= n:
-                    out["foreign"] += 1
-                    out["first_problem"] = out["first_problem"] or f"foreign record {value!r}"
-                    continue
-                if seen[i]:
-                    out["duplicates"] += 1
-                    out["first_problem"] = out["first_problem"] or \
-                        f"record {i} twice (partition {part}, offset {msg.offset()})"
-                seen[i] = 1
-                if i <= last[part]:
-                    out["out_of_order"] += 1
-                    out["first_problem"] = out["first_problem"] or \
-                        f"partition {part}: record {i} after {last[part]} (offset {msg.offset()})"
-                last[part] = i
-                counts[part] += 1
+        for msg in messages_to_end(consumer, topic, range(PARTITIONS), time.monotonic() + timeout,
+                                   "soak read-back"):
+            value, part = msg.value(), msg.partition()
+            i = from_bytes(value[:8], "big")
+            if len(value) != 16 or value[8:] != PAD or i >= n:
+                out["foreign"] += 1
+                out["first_problem"] = out["first_problem"] or f"foreign record {value!r}"
+                continue
+            if seen[i]:
+                out["duplicates"] += 1
+                out["first_problem"] = out["first_problem"] or \
+                    f"record {i} twice (partition {part}, offset {msg.offset()})"
+            seen[i] = 1
+            if i <= last[part]:
+                out["out_of_order"] += 1
+                out["first_problem"] = out["first_problem"] or \
+                    f"partition {part}: record {i} after {last[part]} (offset {msg.offset()})"
+            last[part] = i
+            counts[part] += 1
         out["records"] = sum(counts)
     finally:
         consumer.close()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
@@ -76,6 +76,36 @@ def verifying_consumer(bootstrap: str, group_prefix: str,
         "socket.timeout.ms": 10000,
         **(consumer_config or {}),
     })
+
+
+def messages_to_end(consumer: Consumer, topic: str, parts: Sequence[int], deadline: float,
+                    what: str) -> Iterator:
+    """Assigns ``parts`` of ``topic`` from their beginning and yields every record (a
+    confluent-kafka Message) until each partition reported its end. Raises
+    :class:`ReadBackError` on any other consumer error and ``TimeoutError`` at ``deadline``
+    (``time.monotonic()``), both starting with ``what`` and saying how far it got."""
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+    pending = set(parts)
+    count = 0
+    started = time.monotonic()
+    while pending:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(
+                f"{what}: timed out after {time.monotonic() - started:.0f}s with {count} records "
+                f"received; {len(parts) - len(pending)} of {len(parts)} partitions reached their "
+                f"end, still waiting for {sorted(pending)}")
+        for m in consumer.consume(num_messages=10000, timeout=min(remaining, 0.5)):
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    pending.discard(m.partition())
+                    continue
+                raise ReadBackError(
+                    f"{what}: consumer error on partition {m.partition()} at offset {m.offset()}: "
+                    f"{err.name()}: {err.str()}", err, m.partition(), m.offset())
+            count += 1
+            yield m
 
 
 def _partitions_of(consumer: Consumer, topic: str, deadline: float) -> list[int]:
@@ -133,47 +163,26 @@ def read_back(bootstrap: str, topic: str, *, partitions: Iterable[int] | None = 
         result: dict[int, list[Msg]] = {p: [] for p in parts}
         if not parts:
             return result
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-        pending = set(parts)
-        count = 0
-        while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                done = len(parts) - len(pending)
-                raise TimeoutError(
-                    f"read_back({topic!r}): timed out after {timeout:g}s with {count} records "
-                    f"received; {done} of {len(parts)} partitions reached their end, still "
-                    f"waiting for {sorted(pending)}")
-            for m in consumer.consume(num_messages=10000, timeout=min(remaining, 0.5)):
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(m.partition())
-                        continue
-                    raise ReadBackError(
-                        f"read_back({topic!r}): consumer error on partition {m.partition()} "
-                        f"at offset {m.offset()}: {err.name()}: {err.str()}",
-                        err, m.partition(), m.offset())
-                p = m.partition()
-                if p not in result:  # not assigned: cannot happen, but never drop silently
-                    raise ReadBackError(f"read_back({topic!r}): message for unassigned partition {p}")
-                if result[p] and m.offset() <= result[p][-1].offset:
-                    # A batch whose RecordsCount/LastOffsetDelta understates its records makes
-                    # the broker's log end lag behind; librdkafka then re-fetches the same batch
-                    # forever, delivering the same offsets again instead of failing.
-                    raise ReadBackError(
-                        f"read_back({topic!r}): partition {p} delivered offset {m.offset()} after "
-                        f"{result[p][-1].offset} (a batch's RecordsCount or LastOffsetDelta is "
-                        f"probably wrong)", None, p, m.offset())
-                try:
-                    headers = list(m.headers() or [])
-                except Exception as exc:  # e.g. a header key that is not UTF-8
-                    raise ReadBackError(
-                        f"read_back({topic!r}): partition {p} offset {m.offset()}: unreadable "
-                        f"headers: {exc!r}", None, p, m.offset()) from exc
-                result[p].append(Msg(key=m.key(), value=m.value(), headers=headers,
-                                     timestamp=m.timestamp()[1], offset=m.offset(), partition=p))
-                count += 1
+        for m in messages_to_end(consumer, topic, parts, deadline, f"read_back({topic!r})"):
+            p = m.partition()
+            if p not in result:  # not assigned: cannot happen, but never drop silently
+                raise ReadBackError(f"read_back({topic!r}): message for unassigned partition {p}")
+            if result[p] and m.offset() <= result[p][-1].offset:
+                # A batch whose RecordsCount/LastOffsetDelta understates its records makes
+                # the broker's log end lag behind; librdkafka then re-fetches the same batch
+                # forever, delivering the same offsets again instead of failing.
+                raise ReadBackError(
+                    f"read_back({topic!r}): partition {p} delivered offset {m.offset()} after "
+                    f"{result[p][-1].offset} (a batch's RecordsCount or LastOffsetDelta is "
+                    f"probably wrong)", None, p, m.offset())
+            try:
+                headers = list(m.headers() or [])
+            except Exception as exc:  # e.g. a header key that is not UTF-8
+                raise ReadBackError(
+                    f"read_back({topic!r}): partition {p} offset {m.offset()}: unreadable "
+                    f"headers: {exc!r}", None, p, m.offset()) from exc
+            result[p].append(Msg(key=m.key(), value=m.value(), headers=headers,
+                                 timestamp=m.timestamp()[1], offset=m.offset(), partition=p))
         return result
     finally:
         consumer.close()
