@@ -39,49 +39,12 @@ void kp_batch_free(kp_batch_writer *w)
     kp_buf_free(&w->buf);
 }
 
-static inline size_t headers_size(const kp_header *headers, size_t n_headers)
-{
-    size_t size = 0;
-    for (size_t i = 0; i < n_headers; i++) {
-        size += kp_varint_size((int32_t)headers[i].key_len) + headers[i].key_len;
-        if (headers[i].value_len < 0)
-            size += kp_varint_size(-1);
-        else
-            size += kp_varint_size((int32_t)headers[i].value_len) + (size_t)headers[i].value_len;
-    }
-    return size;
-}
-
-/* Body = everything after the record's Length varint. Inlined: it runs once per record. */
-static inline __attribute__((always_inline)) size_t record_body_size(int64_t ts_delta, int32_t offset_delta, int64_t key_len,
-                               int64_t value_len, const kp_header *headers, size_t n_headers)
-{
-    size_t size = 1; /* Attributes */
-    size += kp_varlong_size(ts_delta);
-    size += kp_varint_size(offset_delta);
-    size += key_len < 0 ? 1 : kp_varint_size((int32_t)key_len) + (size_t)key_len;
-    size += value_len < 0 ? 1 : kp_varint_size((int32_t)value_len) + (size_t)value_len;
-    size += kp_varint_size((int32_t)n_headers);
-    if (n_headers)
-        size += headers_size(headers, n_headers);
-    return size;
-}
-
 size_t kp_batch_record_size(int64_t timestamp_delta, int32_t offset_delta, int64_t key_len,
                             int64_t value_len, const kp_header *headers, size_t n_headers)
 {
-    size_t body = record_body_size(timestamp_delta, offset_delta, key_len, value_len, headers, n_headers);
+    size_t body = kp_record_body_size(timestamp_delta, offset_delta, key_len, value_len,
+                                      headers, n_headers);
     return kp_varint_size((int32_t)body) + body;
-}
-
-static inline uint8_t *put_bytes(uint8_t *p, const uint8_t *src, int64_t n)
-{
-    p += kp_varint_put(p, (int32_t)n);
-    if (n > 0) {
-        memcpy(p, src, (size_t)n);
-        p += n;
-    }
-    return p;
 }
 
 kp_status kp_batch_append(kp_batch_writer *w, int64_t timestamp,
@@ -90,8 +53,8 @@ kp_status kp_batch_append(kp_batch_writer *w, int64_t timestamp,
                           const kp_header *headers, size_t n_headers)
 {
     int appended;
-    return kp_batch_append_limited(w, 0, timestamp, key, key_len, value, value_len,
-                                   headers, n_headers, &appended);
+    return kp_batch_append_inline(w, 0, timestamp, key, key_len, value, value_len,
+                                  headers, n_headers, &appended);
 }
 
 kp_status kp_batch_append_limited(kp_batch_writer *w, size_t limit, int64_t timestamp,
@@ -99,48 +62,8 @@ kp_status kp_batch_append_limited(kp_batch_writer *w, size_t limit, int64_t time
                                   const uint8_t *value, int64_t value_len,
                                   const kp_header *headers, size_t n_headers, int *appended)
 {
-    *appended = 0;
-    if (KP_UNLIKELY(w->count == INT32_MAX || key_len > INT32_MAX || value_len > INT32_MAX ||
-                    n_headers > INT32_MAX))
-        return KP_ERR_OVERFLOW;
-    for (size_t i = 0; i < n_headers; i++)
-        if (KP_UNLIKELY(headers[i].key_len > INT32_MAX || headers[i].value_len > INT32_MAX))
-            return KP_ERR_OVERFLOW;
-    KP_ASSERT(key_len >= -1 && value_len >= -1);
-
-    int64_t base = w->count == 0 ? timestamp : w->base_timestamp;
-    /* Deltas are varlongs of a difference: reject wrap-around rather than encode garbage. */
-    int64_t ts_delta;
-    if (KP_UNLIKELY(__builtin_sub_overflow(timestamp, base, &ts_delta)))
-        return KP_ERR_OVERFLOW;
-    int32_t offset_delta = w->count;
-
-    size_t body = record_body_size(ts_delta, offset_delta, key_len, value_len, headers, n_headers);
-    if (KP_UNLIKELY(body > INT32_MAX)) return KP_ERR_OVERFLOW;
-    size_t total = kp_varint_size((int32_t)body) + body;
-    if (limit && w->count > 0 && w->buf.len + total > limit) return KP_OK; /* full: not appended */
-    kp_status st = kp_buf_reserve(&w->buf, total);
-    if (KP_UNLIKELY(st != KP_OK)) return st;
-
-    uint8_t *p = w->buf.data + w->buf.len;
-    p += kp_varint_put(p, (int32_t)body);        /* Length */
-    *p++ = 0;                                    /* Attributes (unused in v2) */
-    p += kp_varlong_put(p, ts_delta);            /* TimestampDelta */
-    p += kp_varint_put(p, offset_delta);         /* OffsetDelta */
-    p = put_bytes(p, key, key_len);              /* KeyLength | Key */
-    p = put_bytes(p, value, value_len);          /* ValueLength | Value */
-    p += kp_varint_put(p, (int32_t)n_headers);   /* HeadersCount */
-    for (size_t i = 0; i < n_headers; i++) {
-        p = put_bytes(p, headers[i].key, (int64_t)headers[i].key_len);  /* HeaderKey */
-        p = put_bytes(p, headers[i].value, headers[i].value_len);       /* HeaderValue */
-    }
-    KP_ASSERT((size_t)(p - (w->buf.data + w->buf.len)) == total);
-    w->buf.len += total;
-    if (w->count == 0) w->base_timestamp = timestamp;
-    if (timestamp > w->max_timestamp) w->max_timestamp = timestamp;
-    w->count++;
-    *appended = 1;
-    return KP_OK;
+    return kp_batch_append_inline(w, limit, timestamp, key, key_len, value, value_len,
+                                  headers, n_headers, appended);
 }
 
 kp_status kp_batch_replace_records(kp_batch_writer *w, const uint8_t *data, size_t len)

@@ -44,6 +44,17 @@ KP_INLINE size_t kp_varlong_size(int64_t v) { return kp_uvarint_size(kp_zigzag64
 /* Unchecked writer: the caller has reserved kp_*_size() bytes. Returns bytes written. */
 KP_INLINE size_t kp_uvarint_put(uint8_t *p, uint64_t u)
 {
+    /* A record's varints are almost all one or two bytes (deltas below 64 or 8192,
+     * lengths below 8 KiB): straight-line stores for those, the loop for the rest. */
+    if (KP_LIKELY(u < 0x80)) {
+        p[0] = (uint8_t)u;
+        return 1;
+    }
+    if (KP_LIKELY(u < 0x4000)) {
+        p[0] = (uint8_t)(u | 0x80);
+        p[1] = (uint8_t)(u >> 7);
+        return 2;
+    }
     size_t n = 0;
     while (u >= 0x80) { p[n++] = (uint8_t)(u | 0x80); u >>= 7; }
     p[n++] = (uint8_t)u;

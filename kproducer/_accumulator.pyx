@@ -682,7 +682,7 @@ cdef class ProducerBatch:
 
     cdef kp_status append(self, int64_t ts, const uint8_t *k, int64_t klen, const uint8_t *v,
                           int64_t vlen, const kp_header *h, size_t nh, int *appended):
-        return kp_batch_append_limited(&self.w, <size_t>self.limit, ts, k, klen, v, vlen, h, nh, appended)
+        return kp_batch_append_inline(&self.w, <size_t>self.limit, ts, k, klen, v, vlen, h, nh, appended)
 
     def close(self):
         """No more appends: compress the Records section if a codec is set."""

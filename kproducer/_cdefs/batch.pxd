@@ -35,6 +35,10 @@ cdef extern from "kp_batch.h" nogil:
                                       const uint8_t *key, int64_t key_len,
                                       const uint8_t *value, int64_t value_len,
                                       const kp_header *headers, size_t n_headers, int *appended)
+    kp_status kp_batch_append_inline(kp_batch_writer *w, size_t limit, int64_t timestamp,
+                                     const uint8_t *key, int64_t key_len,
+                                     const uint8_t *value, int64_t value_len,
+                                     const kp_header *headers, size_t n_headers, int *appended)
     kp_status kp_batch_replace_records(kp_batch_writer *w, const uint8_t *data, size_t len)
     kp_status kp_batch_finish(kp_batch_writer *w, int16_t attributes, int64_t producer_id,
                               int16_t producer_epoch, int32_t base_sequence)
