@@ -367,22 +367,31 @@ def _groups(batch, topic):
 
 
 def _binary(arr):
-    """String columns as binary (a zero-copy cast: same buffers)."""
+    """String columns as binary: a view of the same buffers (a compute cast of the same
+    zero-copy kind cost ~70 µs per batch in dispatch)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if pa.types.is_string(arr.type):
-        return pc.cast(arr, pa.binary())
+        return arr.view(pa.binary())
     if pa.types.is_large_string(arr.type):
-        return pc.cast(arr, pa.large_binary())
+        return arr.view(pa.large_binary())
     return arr
 
 
 def _byte_count(arr) -> int:
-    import pyarrow.compute as pc
+    """Bytes of a binary array's values, from its offsets (a null's length is 0): two
+    reads, where summing the lengths was a fifth of write_kafka's own time per row."""
+    import numpy as np
+    import pyarrow as pa
 
-    total = pc.sum(pc.binary_length(arr)).as_py()
-    return total or 0
+    if len(arr) == 0:
+        return 0
+    buf = arr.buffers()[1]
+    if buf is None:
+        return 0
+    width = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
+    offsets = np.frombuffer(buf, dtype=width)   # whole buffer: the slice is by arr.offset
+    return int(offsets[arr.offset + len(arr)] - offsets[arr.offset])
 
 
 def _headers(column):

@@ -215,6 +215,31 @@ def test_partition_writer_raises_when_records_fail_after_queueing(broker):
         producer.close(0)
 
 
+@pytest.mark.parametrize("make", [
+    lambda pa: pa.array([b"ab", None, b"cde", b""], pa.binary()),
+    lambda pa: pa.array(["x" * 5, None, "yy", "\u00e9t\u00e9"]),
+    lambda pa: pa.array([b"a" * 7, None, b"bb"], pa.large_binary()),
+    lambda pa: pa.array(["q" * 9, "w", None], pa.large_string()).slice(1),
+    lambda pa: pa.array([b"ab", None, b"cde", b"zzzz"], pa.binary()).slice(1, 2),
+    lambda pa: pa.array([None, None], pa.binary()),
+    lambda pa: pa.array([], pa.string()),
+], ids=["binary", "string", "large_binary", "large_string_slice", "binary_slice", "nulls", "empty"])
+def test_column_bytes_and_binary_view_match_arrow_compute(make):
+    # The summary's byte count comes from the offsets and strings are viewed as binary:
+    # both must agree with Arrow's own compute on slices, nulls and 64-bit offsets.
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from kproducer.spark import _binary, _byte_count
+
+    arr = make(pa)
+    as_binary = _binary(arr)
+    assert pa.types.is_binary(as_binary.type) or pa.types.is_large_binary(as_binary.type)
+    assert as_binary.to_pylist() == [None if v is None else (v.encode() if isinstance(v, str) else v)
+                                     for v in arr.to_pylist()]
+    assert _byte_count(as_binary) == (pc.sum(pc.binary_length(as_binary)).as_py() or 0)
+
+
 def test_pickled_producer_is_the_process_cached_one(broker):
     broker.create_topic("pk", 1)
     p = Producer(bootstrap_servers=broker.bootstrap, linger_ms=1)
