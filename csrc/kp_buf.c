@@ -9,6 +9,7 @@ void kp_buf_init(kp_buf *b)
     b->len = 0;
     b->cap = 0;
     b->external = 0;
+    b->fixed = 0;
 }
 
 void kp_buf_init_external(kp_buf *b, uint8_t *data, size_t cap)
@@ -17,6 +18,7 @@ void kp_buf_init_external(kp_buf *b, uint8_t *data, size_t cap)
     b->len = 0;
     b->cap = cap;
     b->external = 1;
+    b->fixed = 0;
 }
 
 void kp_buf_rebase(kp_buf *b, uint8_t *data, size_t cap)
@@ -34,12 +36,23 @@ void kp_buf_free(kp_buf *b)
 
 kp_status kp_buf_grow(kp_buf *b, size_t extra)
 {
-    if (b->external) return KP_ERR_FULL;
+    if (b->external || b->fixed) return KP_ERR_FULL;
     if (extra > SIZE_MAX / 2 - b->len) return KP_ERR_OVERFLOW;
     size_t need = b->len + extra;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < need) cap *= 2;
     uint8_t *p = realloc(b->data, cap);
+    if (!p) return KP_ERR_NOMEM;
+    b->data = p;
+    b->cap = cap;
+    return KP_OK;
+}
+
+kp_status kp_buf_resize(kp_buf *b, size_t cap)
+{
+    if (b->external || cap < b->len || cap > SIZE_MAX / 2) return KP_ERR_OVERFLOW;
+    if (cap == b->cap) return KP_OK;
+    uint8_t *p = realloc(b->data, cap ? cap : 1);
     if (!p) return KP_ERR_NOMEM;
     b->data = p;
     b->cap = cap;

@@ -14,6 +14,8 @@ typedef struct kp_buf {
     size_t len;
     size_t cap;
     int external;   /* data belongs to the caller: never realloc'd or freed; growth is KP_ERR_FULL */
+    int fixed;      /* owned, but growth is KP_ERR_FULL: the owner decides (kp_buf_resize), e.g.
+                       to charge a memory pool for the bytes first */
 } kp_buf;
 
 void kp_buf_init(kp_buf *b);
@@ -25,6 +27,9 @@ void kp_buf_rebase(kp_buf *b, uint8_t *data, size_t cap);
 void kp_buf_free(kp_buf *b);
 /* Ensures cap - len >= extra; KP_ERR_NOMEM or KP_ERR_OVERFLOW on failure. */
 kp_status kp_buf_grow(kp_buf *b, size_t extra);
+/* Sets an owned buffer's capacity to exactly `cap` (>= len): KP_ERR_OVERFLOW for an
+ * external buffer or a cap below len, KP_ERR_NOMEM when realloc fails. */
+kp_status kp_buf_resize(kp_buf *b, size_t cap);
 
 KP_INLINE kp_status kp_buf_reserve(kp_buf *b, size_t extra)
 {

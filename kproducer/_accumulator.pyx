@@ -28,6 +28,7 @@ from libc.stdlib cimport calloc, free
 from cpython.ref cimport PyObject
 from kproducer._cdefs.common cimport *
 from kproducer._cdefs.batch cimport *
+from kproducer._cdefs.buf cimport kp_buf_resize
 from kproducer._cdefs.murmur2 cimport kp_murmur2_partition
 from kproducer._codec cimport _HeaderScratch, raise_kp_error
 
@@ -66,6 +67,9 @@ cdef enum:
     RECORD_OVERHEAD = 61 + 21
     # Rough per-header framing allowance for pool estimates.
     HEADER_OVERHEAD = 64
+    # A new batch's first capacity (and pool charge) when batch.size is larger: Java's
+    # default batch.size, so at the defaults nothing changes.
+    BATCH_START_BYTES = 16384
 
 
 cdef inline int64_t now_ms() noexcept nogil:
@@ -682,13 +686,54 @@ cdef class ProducerBatch:
 
     cdef kp_status append(self, int64_t ts, const uint8_t *k, int64_t klen, const uint8_t *v,
                           int64_t vlen, const kp_header *h, size_t nh, int *appended):
-        return kp_batch_append_inline(&self.w, <size_t>self.limit, ts, k, klen, v, vlen, h, nh, appended)
+        cdef kp_status st = kp_batch_append_inline(&self.w, <size_t>self.limit, ts, k, klen, v, vlen,
+                                                   h, nh, appended)
+        if st == KP_ERR_FULL:
+            # The buffer is at its capacity (and the batch below batch.size): grow it by
+            # doubling, charging buffer.memory first. When the pool cannot give the bytes,
+            # the batch is full as it is: it is sent, and its memory comes back.
+            st = self._grow(ts, klen, vlen, h, nh)
+            if st == KP_OK:
+                return kp_batch_append_inline(&self.w, <size_t>self.limit, ts, k, klen, v, vlen,
+                                              h, nh, appended)
+            if st == KP_ERR_FULL and self.w.count > 0:
+                appended[0] = 0
+                return KP_OK
+        return st
+
+    cdef kp_status _grow(self, int64_t ts, int64_t klen, int64_t vlen, const kp_header *h, size_t nh):
+        """Doubles the capacity (at least to fit the record, at most to batch.size or the
+        one record) after charging the pool for the extra bytes: KP_ERR_FULL when the pool
+        has no room (or others wait for it)."""
+        # kp_batch_append_inline checked ts - base for overflow before it ran out of room.
+        cdef int64_t delta = ts - (self.w.base_timestamp if self.w.count else ts)
+        cdef size_t record = kp_batch_record_size(delta, self.w.count, klen, vlen, h, nh)
+        cdef size_t need = self.w.buf.len + record
+        cdef size_t cap = self.w.buf.cap * 2
+        cdef size_t most = <size_t>self.limit if <size_t>self.limit > need else need
+        if cap < need:
+            cap = need
+        if self.limit > 0 and cap > most:
+            cap = most
+        cdef Py_ssize_t extra = <Py_ssize_t>(cap - self.w.buf.cap)
+        if self.pool is not None:
+            if not self.pool.try_reserve(extra):
+                return KP_ERR_FULL
+            self.pool_bytes += extra
+        cdef kp_status st = kp_buf_resize(&self.w.buf, cap)
+        if st != KP_OK and self.pool is not None:
+            self.pool.release(extra)
+            self.pool_bytes -= extra
+        return st
 
     def close(self):
         """No more appends: compress the Records section if a codec is set."""
         if self.closed:
             return
         self.closed = True
+        # The compressed section may outgrow what the pool was charged for (incompressible
+        # data gains the codec's framing): it is replaced in place, uncharged, as before.
+        self.w.buf.fixed = 0
         if self.codec != 0 and self.w.count:
             section = memoryview(<char[:self.w.buf.len - KP_BATCH_HEADER_SIZE]>(
                 <char *>self.w.buf.data + KP_BATCH_HEADER_SIZE))
@@ -766,6 +811,8 @@ cdef ProducerBatch new_batch(str topic, int32_t partition, Py_ssize_t capacity, 
     st = kp_batch_init(&b.w, <size_t>capacity)
     if st != KP_OK:
         raise_kp_error(st, NULL, "new batch")
+    # Growth past `capacity` goes through ProducerBatch._grow, which charges the pool.
+    b.w.buf.fixed = pool is not None
     b.topic = topic
     b.partition = partition
     b.result = BatchResult.__new__(BatchResult, topic, partition)
@@ -1049,8 +1096,13 @@ cdef class RecordAccumulator:
                 p = st.sticky
                 appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
         if appended != APPENDED:
+            # A new batch starts at up to BATCH_START_BYTES and grows by doubling towards
+            # batch.size, charging buffer.memory as it grows (ProducerBatch._grow). Java
+            # takes a whole batch.size up front, so partitions x batch.size above
+            # buffer.memory left a few records per round trip (8k records/s with 4
+            # partitions, batch.size 1 MB, buffer.memory 2 MiB).
             if need < self.batch_size:
-                need = self.batch_size
+                need = min(self.batch_size, max(need, BATCH_START_BYTES))
             if not self.pool.try_reserve(need):
                 self.last_need = need
                 return -1

@@ -127,3 +127,27 @@ def test_failing_broker_fails_every_record_through_the_result(proxied_broker):
     with pytest.raises(KafkaError):
         res.raise_for_errors()
     p.close(timeout=5)
+
+
+@pytest.mark.timeout(180)
+def test_batch_size_above_what_the_pool_holds_for_every_partition(broker):
+    # 8 partitions x batch.size 1 MB is four times buffer.memory (2 MiB): batches grow in the
+    # pool instead of each taking 1 MB at once, so they stay large and few. With batch.size
+    # taken up front only two batches fitted at a time and each round trip carried a handful
+    # of records (8k records/s); with batch.size above buffer.memory nothing could be sent.
+    broker.create_topic("tight", 8)
+    n = 100_000
+    values = [b"%09d" % i + b"v" * 91 for i in range(n)]
+    keys = [b"k%d" % i for i in range(n)]
+    for config in ({"batch_size": 1_000_000, "buffer_memory": 2 << 20},
+                   {"batch_size": 4 << 20, "buffer_memory": 1 << 20}):
+        with Producer(bootstrap_servers=broker.bootstrap, linger_ms=5, max_block_ms=30_000,
+                      **config) as p:
+            res = p.send_many("tight", values, keys)
+            assert res.wait(120)
+            assert (res.acked, res.failed) == (n, 0)
+            stats = p.metrics()
+            assert stats["buffer_available_bytes"] == config["buffer_memory"]   # all returned
+            assert stats["records_acked"] / stats["batches"] >= 200, stats
+    msgs = _all(read_back(broker.bootstrap, "tight", timeout=120))
+    assert sorted(m.value for m in msgs) == sorted(values * 2)
