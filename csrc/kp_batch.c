@@ -14,7 +14,9 @@ kp_status kp_batch_init(kp_batch_writer *w, size_t initial_cap)
     w->max_timestamp = INT64_MIN;
     w->count = 0;
     if (initial_cap < KP_BATCH_HEADER_SIZE) initial_cap = KP_BATCH_HEADER_SIZE;
-    kp_status st = kp_buf_reserve(&w->buf, initial_cap);
+    /* Exactly initial_cap, not the next doubling: the producer charges its memory pool
+     * for the capacity it asked for. */
+    kp_status st = kp_buf_resize(&w->buf, initial_cap);
     if (st != KP_OK) return st;
     /* Placeholder: every header field is back-patched by kp_batch_finish. */
     memset(w->buf.data, 0, KP_BATCH_HEADER_SIZE);

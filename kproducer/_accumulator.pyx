@@ -63,13 +63,16 @@ cdef enum:
     NO_BATCH = 0
     APPENDED = 1
     FILLED = 2
+    NEED_GROWTH = 3     # the open batch must grow and the pool has not the bytes yet
     # A record batch v2 header plus the worst-case record framing, for pool estimates.
     RECORD_OVERHEAD = 61 + 21
     # Rough per-header framing allowance for pool estimates.
     HEADER_OVERHEAD = 64
-    # A new batch's first capacity (and pool charge) when batch.size is larger: Java's
-    # default batch.size, so at the defaults nothing changes.
+    # The smallest first capacity (and pool charge) of a new batch when batch.size is
+    # larger and the pool is short: Java's default batch.size.
     BATCH_START_BYTES = 16384
+    # How many new batches can start at batch.size before the pool counts as short.
+    BATCH_START_SHARE = 16
 
 
 cdef inline int64_t now_ms() noexcept nogil:
@@ -661,6 +664,7 @@ cdef class ProducerBatch:
     cdef readonly bint closed
     cdef readonly bint finished
     cdef readonly Py_ssize_t pool_bytes
+    cdef Py_ssize_t grow_need       # bytes _grow wanted and the pool did not have
     cdef Py_ssize_t limit
     cdef int codec
     cdef object level
@@ -690,13 +694,14 @@ cdef class ProducerBatch:
                                                    h, nh, appended)
         if st == KP_ERR_FULL:
             # The buffer is at its capacity (and the batch below batch.size): grow it by
-            # doubling, charging buffer.memory first. When the pool cannot give the bytes,
-            # the batch is full as it is: it is sent, and its memory comes back.
+            # doubling, charging buffer.memory first. When the pool has not got the bytes
+            # now, KP_ERR_FULL tells the caller to wait for them (grow_need); when it never
+            # could, the batch is full as it is.
             st = self._grow(ts, klen, vlen, h, nh)
             if st == KP_OK:
                 return kp_batch_append_inline(&self.w, <size_t>self.limit, ts, k, klen, v, vlen,
                                               h, nh, appended)
-            if st == KP_ERR_FULL and self.w.count > 0:
+            if st == KP_ERR_FULL and self.w.count > 0 and self.pool_bytes + self.grow_need > self.pool.total:
                 appended[0] = 0
                 return KP_OK
         return st
@@ -718,6 +723,7 @@ cdef class ProducerBatch:
         cdef Py_ssize_t extra = <Py_ssize_t>(cap - self.w.buf.cap)
         if self.pool is not None:
             if not self.pool.try_reserve(extra):
+                self.grow_need = extra
                 return KP_ERR_FULL
             self.pool_bytes += extra
         cdef kp_status st = kp_buf_resize(&self.w.buf, cap)
@@ -1095,14 +1101,21 @@ cdef class RecordAccumulator:
                 st.sticky_bytes = 0
                 p = st.sticky
                 appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
+        if appended == NEED_GROWTH:
+            wake[0] = True   # a waiter makes every batch sendable (the pool is exhausted)
+            return -1        # last_need: the bytes the batch wants to grow by
         if appended != APPENDED:
-            # A new batch starts at up to BATCH_START_BYTES and grows by doubling towards
-            # batch.size, charging buffer.memory as it grows (ProducerBatch._grow). Java
-            # takes a whole batch.size up front, so partitions x batch.size above
-            # buffer.memory left a few records per round trip (8k records/s with 4
-            # partitions, batch.size 1 MB, buffer.memory 2 MiB).
+            # A new batch takes batch.size from buffer.memory, as Java's does, while the pool
+            # has BATCH_START_SHARE times that free; when it has less, a 1/BATCH_START_SHARE
+            # share of what is free (at least BATCH_START_BYTES), and the batch grows by
+            # doubling towards batch.size, charging the pool as it grows
+            # (ProducerBatch._grow). Taking batch.size whatever the pool holds left a few
+            # records per round trip when partitions x batch.size exceeded buffer.memory
+            # (8k records/s: 4 partitions, batch.size 1 MB, buffer.memory 2 MiB); starting
+            # every batch small cost reallocs and smaller batches when nothing was short.
             if need < self.batch_size:
-                need = min(self.batch_size, max(need, BATCH_START_BYTES))
+                need = min(self.batch_size, max(need, BATCH_START_BYTES,
+                                                (self.pool.total - self.pool.used) // BATCH_START_SHARE))
             if not self.pool.try_reserve(need):
                 self.last_need = need
                 return -1
@@ -1124,13 +1137,18 @@ cdef class RecordAccumulator:
     cdef int _append_open(self, _TopicState st, int32_t p, int64_t ts, const uint8_t *kptr, int64_t klen,
                           const uint8_t *vptr, int64_t vlen, Py_ssize_t nh) except -1:
         """Appends to partition p's open batch: APPENDED; FILLED when the batch is full
-        (it is closed for appends: the next record starts a new one); NO_BATCH."""
+        (it is closed for appends: the next record starts a new one); NO_BATCH;
+        NEED_GROWTH when the batch must grow first and the pool has not the bytes yet
+        (``last_need`` is set)."""
         cdef ProducerBatch b = st.open_batches[p]
         cdef int appended = 0
         cdef kp_status kst
         if b is None:
             return NO_BATCH
         kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
+        if kst == KP_ERR_FULL:
+            self.last_need = b.grow_need
+            return NEED_GROWTH
         if kst != KP_OK:
             raise_kp_error(kst, NULL, f"append to {st.topic}[{p}]")
         if appended:
