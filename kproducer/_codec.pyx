@@ -360,19 +360,29 @@ cdef kp_status append_buffers(kp_batch_writer *w, int64_t ts, object key, object
             PyBuffer_Release(&vview)
 
 
+cdef enum:
+    ESTIMATE_LIMIT = 16 << 20     # the most encode_batch reserves up front from a guess
+
+
 cdef inline size_t _initial_capacity(PyObject **items, Py_ssize_t n) noexcept:
     """Output bytes for ``n`` records shaped like the first: its key and value bytes plus
     20 bytes of framing each (a header-less record takes 10-16), then one shrink at the end.
     A grow-by-realloc per batch (the old first-record resizing) cost more than the copying
-    of a 16 KiB batch's records; records larger than the first still grow the buffer."""
+    of a 16 KiB batch's records; records larger than the first still grow the buffer.
+    Beyond 16 MiB the estimate is not trusted (a large first record among small ones would
+    reserve gigabytes): the buffer starts there and doubles as needed."""
     cdef PyObject *rec = items[0]
-    cdef Py_ssize_t payload = 0
+    cdef size_t payload = 0
+    cdef size_t estimate
     if _tuple_check(rec) and _tuple_size(rec) >= 2:
         if _bytes_check_exact(_tuple_item(rec, 0)):
-            payload += _bytes_size(_tuple_item(rec, 0))
+            payload += <size_t>_bytes_size(_tuple_item(rec, 0))
         if _bytes_check_exact(_tuple_item(rec, 1)):
-            payload += _bytes_size(_tuple_item(rec, 1))
-    return KP_BATCH_HEADER_SIZE + <size_t>n * (<size_t>payload + 20)
+            payload += <size_t>_bytes_size(_tuple_item(rec, 1))
+    estimate = KP_BATCH_HEADER_SIZE + <size_t>n * (payload + 20)
+    if estimate > ESTIMATE_LIMIT:
+        estimate = max(<size_t>ESTIMATE_LIMIT, KP_BATCH_HEADER_SIZE + payload + 20)
+    return estimate
 
 
 cdef int _grow_output(kp_batch_writer *w, PyObject **outp, size_t cap) except -1:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 import random
 import struct
+import subprocess
+import sys
+import textwrap
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -489,3 +492,22 @@ def test_frame_receiver_property(payloads, data):
         got += rx.feed(stream[prev:c])
         prev = c
     assert got == payloads
+
+
+def test_encode_batch_large_first_record_among_small_ones_reserves_no_gigabytes():
+    # encode_batch sizes its output from the first record; with a 1 MiB record first and
+    # 20,000 one-byte records after it that guess is 20 GiB. Under a 3 GiB address-space
+    # limit the batch must still encode (it did not when the guess was taken as is).
+    code = textwrap.dedent("""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+        from kproducer import codec
+        records = [(None, b"x" * (1 << 20))] + [(b"k", b"y")] * 20000
+        decoded = codec.decode_batch(codec.encode_batch(records))
+        assert decoded.records_count == 20001
+        assert len(decoded.records[0].value) == 1 << 20
+        assert (decoded.records[-1].key, decoded.records[-1].value) == (b"k", b"y")
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
