@@ -158,6 +158,13 @@ def _confluent_warmup(p, topic):
         raise RuntimeError(f"confluent-kafka warm-up record not delivered: {errors}")
 
 
+def _confluent_flush(p, t0, c0):
+    """The end of a timed confluent run: flush, stop the clocks, report what was left."""
+    left = p.flush(600)
+    t1, c1 = time.perf_counter(), time.process_time()
+    return t1 - t0, c1 - c0, None, (f"{left} messages still queued after flush" if left else None)
+
+
 def run_confluent_poll(spec, conf, values, keys):
     from confluent_kafka import Producer
 
@@ -184,9 +191,7 @@ def run_confluent_poll(spec, conf, values, keys):
                 except BufferError:
                     poll(0.005)
             poll(0)
-    left = p.flush(600)
-    t1, c1 = time.perf_counter(), time.process_time()
-    return t1 - t0, c1 - c0, None, (f"{left} messages still queued after flush" if left else None)
+    return _confluent_flush(p, t0, c0)
 
 
 def run_confluent_batch(spec, conf, values, keys):
@@ -213,9 +218,7 @@ def run_confluent_batch(spec, conf, values, keys):
             msgs = [m for m in msgs if m.pop("_error", None) is not None]
             poll(0.005)
         poll(0)
-    left = p.flush(600)
-    t1, c1 = time.perf_counter(), time.process_time()
-    return t1 - t0, c1 - c0, None, (f"{left} messages still queued after flush" if left else None)
+    return _confluent_flush(p, t0, c0)
 
 
 def run_kafka_python(spec, conf, values, keys):
