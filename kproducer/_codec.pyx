@@ -10,8 +10,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExa
 from cpython.unicode cimport PyUnicode_Check
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_SIZE, PyTuple_GET_ITEM
 from cpython.ref cimport PyObject
-from cpython.long cimport PyLong_CheckExact, PyLong_AsLong, PyLong_AsLongLong
-from cpython.exc cimport PyErr_Clear, PyErr_Occurred
+from cpython.long cimport PyLong_CheckExact
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, INT16_MIN, INT16_MAX, INT32_MIN, INT32_MAX
 from libc.stdint cimport INT64_MIN as INT64_MIN_, INT64_MAX as INT64_MAX_
 from libc.stdlib cimport free, malloc
@@ -47,7 +46,6 @@ cdef extern from "Python.h":
     PyObject *_bytes_new "PyBytes_FromStringAndSize"(const char *s, Py_ssize_t n)
     int _bytes_resize "_PyBytes_Resize"(PyObject **b, Py_ssize_t n) except -1
     void _xdecref "Py_XDECREF"(PyObject *o)
-    long _long_as_long "PyLong_AsLong"(PyObject *o)
     object PySequence_Fast(object o, const char *m)
     Py_ssize_t PySequence_Fast_GET_SIZE(object o)
     PyObject **PySequence_Fast_ITEMS(object o)
@@ -254,17 +252,10 @@ cdef inline bint _exact_int64(PyObject *o, int64_t *out) noexcept:
 
 
 cdef int64_t as_int64(object v, str field, Py_ssize_t index) except? -1:
-    cdef long long r
+    cdef int64_t r
     if PyLong_CheckExact(v):
-        # PyLong_AsLong walks the digits directly; PyLong_AsLongLong detours through
-        # _PyLong_AsByteArray on CPython 3.11 (a fifth of encode time in a profile).
-        if sizeof(long) == 8:
-            r = PyLong_AsLong(v)
-        else:
-            r = PyLong_AsLongLong(v)
-        if r == -1 and PyErr_Occurred():
-            PyErr_Clear()
-            raise OverflowError(f"record {index}: {field} {v} does not fit int64") from None
+        if not _exact_int64(<PyObject *>v, &r):
+            raise OverflowError(f"record {index}: {field} {v} does not fit int64")
         return r
     if isinstance(v, bool) or not isinstance(v, int):
         raise TypeError(f"record {index}: {field} must be an int, not {type(v).__name__}")
