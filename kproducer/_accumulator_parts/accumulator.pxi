@@ -1,0 +1,753 @@
+# Part of the kproducer._accumulator extension (included by _accumulator.pyx): the per-partition queues (Java's RecordAccumulator).
+
+cdef class _TopicState:
+    cdef str topic
+    cdef int32_t num_partitions
+    cdef list queues          # partition -> deque of ProducerBatch
+    cdef list open_batches    # partition -> the last batch if still appendable, else None
+    cdef int32_t sticky       # current sticky partition for unkeyed records, -1 none
+    cdef int64_t sticky_bytes
+    cdef bint touched         # appended to since the Sender last asked (metadata idle expiry)
+
+    def __cinit__(self, str topic):
+        self.topic = topic
+        self.num_partitions = -1
+        self.queues = []
+        self.open_batches = []
+        self.sticky = -1
+        self.sticky_bytes = 0
+
+
+cdef class RecordAccumulator:
+    """Per-partition deques of ProducerBatch; see the module docstring."""
+    cdef readonly Py_ssize_t batch_size
+    cdef readonly int64_t linger_ms
+    cdef readonly int codec
+    cdef readonly object level
+    cdef readonly BufferPool pool
+    cdef readonly bint ignore_keys
+    cdef dict _topics
+    cdef object _last_topic       # the str of the last append, with its state: most sends
+    cdef _TopicState _last_state  # go to one topic, so this skips the dict lookup
+    cdef PyThread_type_lock _lock
+    cdef _HeaderScratch _scratch
+    cdef object _wakeup
+    cdef object _choose_sticky
+    cdef public int flushes_in_progress
+    cdef public bint closed
+    cdef readonly Py_ssize_t last_need
+    cdef readonly Py_ssize_t max_request_size
+    cdef Py_ssize_t _drain_index
+    # BatchResults of batches not yet completed: flush() waits for a snapshot of these.
+    cdef readonly set incomplete
+    cdef int64_t retry_backoff_ms
+    cdef int64_t retry_backoff_max_ms
+
+    def __cinit__(self, *, Py_ssize_t batch_size=16384, int64_t linger_ms=5, str compression="none",
+                  compression_level=None, Py_ssize_t buffer_memory=33554432, bint ignore_keys=False,
+                  int64_t retry_backoff_ms=100, int64_t retry_backoff_max_ms=1000,
+                  Py_ssize_t max_request_size=1048576, wakeup=None, choose_sticky=None):
+        self._lock = PyThread_allocate_lock()
+        if self._lock == NULL:
+            raise MemoryError()
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.codec = _compression.codec_id(compression)
+        self.level = _compression.resolve_level(compression, compression_level)
+        self.pool = BufferPool(buffer_memory)
+        self.ignore_keys = ignore_keys
+        self._topics = {}
+        self.incomplete = set()
+        self._scratch = _HeaderScratch()
+        self._wakeup = wakeup
+        self._choose_sticky = choose_sticky
+        self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self.max_request_size = max_request_size
+
+    def __dealloc__(self):
+        if self._lock != NULL:
+            PyThread_free_lock(self._lock)
+
+    cdef inline void _acquire(self):
+        if not PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
+            with nogil:
+                PyThread_acquire_lock(self._lock, WAIT_LOCK)
+
+    cdef inline void _release(self):
+        PyThread_release_lock(self._lock)
+
+    # -- metadata the hot path needs -------------------------------------------------
+
+    def set_partition_count(self, str topic, int32_t n):
+        """Called when metadata knows the topic; partitions never shrink in Kafka."""
+        cdef _TopicState st
+        self._acquire()
+        try:
+            st = self._topics.get(topic)
+            if st is None:
+                st = _TopicState(topic)
+                self._topics[topic] = st
+            if n > st.num_partitions:
+                while len(st.queues) < n:
+                    st.queues.append(deque())
+                    st.open_batches.append(None)
+                st.num_partitions = n
+        finally:
+            self._release()
+
+    def partition_count(self, str topic):
+        st = self._topics.get(topic)
+        return None if st is None or (<_TopicState>st).num_partitions < 0 else (<_TopicState>st).num_partitions
+
+    # -- append (per record) -------------------------------------------------------
+
+    cpdef object append(self, str topic, object partition, object key, object value,
+                        object timestamp, object headers, object on_delivery):
+        """Appends one record; returns its RecordFuture, or NEED_METADATA (partition
+        count unknown) / NEED_MEMORY (pool exhausted: reserve, then call again)."""
+        cdef _TopicState st
+        cdef int32_t p, n
+        cdef int64_t ts, now
+        cdef const uint8_t *kptr = NULL
+        cdef const uint8_t *vptr = NULL
+        cdef int64_t klen = -1, vlen = -1
+        cdef Py_ssize_t nh = 0
+        cdef ProducerBatch b
+        cdef bint wake = False
+        cdef int32_t fixed_p
+        cdef int64_t want_p = -1
+        cdef Py_buffer kview, vview
+        cdef bint khave = False, vhave = False
+        cdef RecordFuture fut
+
+        if self.closed:
+            raise KafkaError("cannot send: the producer is closed")
+        now = now_ms()
+        if timestamp is None:
+            ts = now
+        else:
+            ts = _index_arg(timestamp, "timestamp_ms", "an int (ms since the epoch) or None")
+            if ts < 0:
+                raise ValueError(f"timestamp_ms must be >= 0, got {ts}")
+        if partition is not None:
+            want_p = _index_arg(partition, "partition", "an int or None")
+        if on_delivery is not None and not callable(on_delivery):
+            raise TypeError(f"on_delivery must be callable(err, metadata) or None, "
+                            f"not {type(on_delivery).__name__}")
+
+        self._acquire()
+        try:
+            if topic is self._last_topic:
+                st = self._last_state
+                st.touched = True
+            else:
+                st = self._topics.get(topic)
+                if st is None or st.num_partitions <= 0:
+                    return NEED_METADATA
+                self._last_topic = topic
+                self._last_state = st
+                st.touched = True
+            n = st.num_partitions
+            try:
+                khave = _field_bytes(key, &kview, &kptr, &klen, "key")
+                vhave = _field_bytes(value, &vview, &vptr, &vlen, "value")
+                if headers is not None:
+                    nh = self._scratch.fill(headers, 0)
+
+                fixed_p = -1
+                if partition is not None:
+                    fixed_p = _partition_in_range(want_p, n, topic)
+                p = self._place(st, fixed_p, ts, kptr, klen, vptr, vlen, nh, now, &wake)
+                if p < 0:
+                    if wake and self._wakeup is not None:
+                        self._wakeup()
+                    return NEED_MEMORY
+                b = st.open_batches[p]
+                fut = make_future(b.result, b.w.count - 1, ts)
+                if on_delivery is not None:
+                    b.result.add_delivery(b.w.count - 1, ts, on_delivery)
+            finally:
+                if khave:
+                    PyBuffer_Release(&kview)
+                if vhave:
+                    PyBuffer_Release(&vview)
+        finally:
+            self._release()
+        if wake and self._wakeup is not None:
+            self._wakeup()
+        return fut
+
+    def check_fields(self, key, value, headers):
+        """Validates a record's key, value and headers (types and size) without queueing
+        it: the slow path calls this before waiting for a topic's metadata, so a bad
+        record fails at once. A private scratch: the shared one belongs to the lock holder."""
+        cdef Py_buffer kview, vview
+        cdef bint khave = False, vhave = False
+        cdef const uint8_t *ptr
+        cdef int64_t klen = -1, vlen = -1
+        cdef _HeaderScratch check = _HeaderScratch()
+        cdef Py_ssize_t nh = 0, need
+        try:
+            khave = _field_bytes(key, &kview, &ptr, &klen, "key")
+            vhave = _field_bytes(value, &vview, &ptr, &vlen, "value")
+            if headers is not None:
+                nh = check.fill(headers, 0)
+            need = _record_need(klen, vlen, _headers_size(check, nh))
+            if need > self.max_request_size or need > self.pool.total:
+                self._too_large(need, -1)
+        finally:
+            if khave:
+                PyBuffer_Release(&kview)
+            if vhave:
+                PyBuffer_Release(&vview)
+
+    cdef int _place(self, _TopicState st, int32_t fixed_p, int64_t ts, const uint8_t *kptr, int64_t klen,
+                    const uint8_t *vptr, int64_t vlen, Py_ssize_t nh, int64_t now, bint *wake) except -2:
+        """Places one record (the lock is held): its partition is ``fixed_p`` when >= 0,
+        else the murmur2 of its key, else the topic's sticky partition (switched when a
+        batch fills, KIP-794). Appends to that partition's open batch, or starts a new
+        batch from the pool. Returns the partition, or -1 when the pool has no room for a
+        new batch (``last_need`` is then the bytes to wait for). Sets ``wake`` when a
+        batch became sendable or was started."""
+        cdef int32_t p
+        cdef int appended
+        cdef bint sticky = False
+        cdef Py_ssize_t need = _record_need(klen, vlen, 0)
+        cdef ProducerBatch b
+        cdef kp_status kst
+        if nh:
+            need += _headers_size(self._scratch, nh)
+        if need > self.max_request_size or need > self.pool.total:
+            self._too_large(need, -1)
+        if fixed_p >= 0:
+            p = fixed_p
+        elif klen >= 0 and not self.ignore_keys:
+            p = kp_murmur2_partition(kptr, <size_t>klen, st.num_partitions)
+        else:
+            sticky = True
+            if st.sticky < 0 or st.sticky >= st.num_partitions:
+                st.sticky = self._pick_sticky(st)
+                st.sticky_bytes = 0
+            p = st.sticky
+        appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
+        if appended == FILLED:
+            wake[0] = True   # the full batch is sendable now
+            if sticky:
+                st.sticky = self._pick_sticky(st)
+                st.sticky_bytes = 0
+                p = st.sticky
+                appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
+        if appended == NEED_GROWTH:
+            wake[0] = True   # a waiter makes every batch sendable (the pool is exhausted)
+            return -1        # last_need: the bytes the batch wants to grow by
+        if appended != APPENDED:
+            # A new batch takes batch.size from buffer.memory, as Java's does, while the pool
+            # has BATCH_START_SHARE times that free; when it has less, a 1/BATCH_START_SHARE
+            # share of what is free (at least BATCH_START_BYTES), and the batch grows by
+            # doubling towards batch.size, charging the pool as it grows
+            # (ProducerBatch._grow). Taking batch.size whatever the pool holds left a few
+            # records per round trip when partitions x batch.size exceeded buffer.memory
+            # (8k records/s: 4 partitions, batch.size 1 MB, buffer.memory 2 MiB); starting
+            # every batch small cost reallocs and smaller batches when nothing was short.
+            if need < self.batch_size:
+                need = min(self.batch_size, max(need, BATCH_START_BYTES,
+                                                (self.pool.total - self.pool.used) // BATCH_START_SHARE))
+            if not self.pool.try_reserve(need):
+                self.last_need = need
+                return -1
+            b = new_batch(st.topic, p, need, self.batch_size, self.codec, self.level, now, self.pool)
+            kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
+            if kst != KP_OK:
+                b.free_memory()
+                raise_kp_error(kst, NULL, f"append to {st.topic}[{p}]")
+            st.queues[p].append(b)
+            st.open_batches[p] = b
+            self.incomplete.add(b.result)
+            wake[0] = True
+        if sticky:
+            st.sticky_bytes += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + 8
+            if st.sticky_bytes >= self.batch_size:
+                st.sticky = -1
+        return p
+
+    cdef int _append_open(self, _TopicState st, int32_t p, int64_t ts, const uint8_t *kptr, int64_t klen,
+                          const uint8_t *vptr, int64_t vlen, Py_ssize_t nh) except -1:
+        """Appends to partition p's open batch: APPENDED; FILLED when the batch is full
+        (it is closed for appends: the next record starts a new one); NO_BATCH;
+        NEED_GROWTH when the batch must grow first and the pool has not the bytes yet
+        (``last_need`` is set)."""
+        cdef ProducerBatch b = st.open_batches[p]
+        cdef int appended = 0
+        cdef kp_status kst
+        if b is None:
+            return NO_BATCH
+        kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
+        if kst == KP_ERR_FULL:
+            self.last_need = b.grow_need
+            return NEED_GROWTH
+        if kst != KP_OK:
+            raise_kp_error(kst, NULL, f"append to {st.topic}[{p}]")
+        if appended:
+            return APPENDED
+        st.open_batches[p] = None
+        return FILLED
+
+    cdef int _too_large(self, Py_ssize_t need, Py_ssize_t index) except -1:
+        """Raises RecordTooLargeError for a record of ``need`` bytes (record ``index`` of
+        a send_many call, or -1): the producer checks max.request.size itself, as Java's
+        does, since a broker may not (Tansu never does)."""
+        if need > self.max_request_size:
+            limit = f"max.request.size={self.max_request_size}"
+        else:
+            limit = f"buffer.memory={self.pool.total}"
+        raise RecordTooLargeError(f"{'' if index < 0 else f'record {index}: '}the record is {need} bytes "
+                                  f"when serialized, larger than {limit}")
+
+    def append_many(self, str topic, values, keys=None, partition=None, timestamps=None,
+                    headers=None, on_delivery=None, bint futures=False, double max_block_s=60.0):
+        """Appends a whole column of records: partitioning, batching and encoding run in
+        C, with no Python operation per record (unless per-record headers, callbacks or
+        futures are asked for). Returns a SendManyResult; NEED_METADATA when the topic's
+        partition count is unknown. Blocks only for buffer memory, up to ``max_block_s``."""
+        cdef _ColumnSource vsrc = _ColumnSource(), ksrc = _ColumnSource()
+        cdef Py_ssize_t n, i = 0, nh = 0, need
+        cdef _TopicState st
+        cdef int32_t p, np_
+        cdef int32_t fixed_p = -1
+        cdef int64_t ts, now, fixed_ts = -1
+        cdef const uint8_t *kptr
+        cdef const uint8_t *vptr
+        cdef int64_t klen, vlen
+        cdef ProducerBatch b
+        cdef SendManyResult res
+        cdef bint wake = False, per_record_headers = False
+        cdef PyObject **ts_items = NULL
+        cdef PyObject **hdr_items = NULL
+        cdef const int64_t *ts_array = NULL
+        cdef list fut_list = None
+        cdef Py_ssize_t j
+
+        if self.closed:
+            raise KafkaError("cannot send: the producer is closed")
+        vsrc.setup(values, "values")
+        n = vsrc.n
+        if n < 0:
+            raise TypeError("send_many: values must be a sequence, not None")
+        ksrc.setup(keys, "keys")
+        if ksrc.n >= 0 and ksrc.n != n:
+            raise ValueError(f"send_many: {ksrc.n} keys for {n} values")
+        st = self._topics.get(topic)
+        if st is None or st.num_partitions <= 0:
+            vsrc.release(); ksrc.release()
+            return NEED_METADATA
+        np_ = st.num_partitions
+        st.touched = True
+        if partition is not None:
+            fixed_p = _partition_in_range(_index_arg(partition, "partition", "an int or None"), np_, topic)
+        # timestamps: None (now), one int for all, or one per record (sequence or int64 array)
+        if on_delivery is not None and not callable(on_delivery):
+            raise TypeError(f"send_many: on_delivery must be callable(err, metadata) or None, "
+                            f"not {type(on_delivery).__name__}")
+        ts_keep = None
+        if timestamps is not None:
+            if isinstance(timestamps, (str, bytes, bytearray, memoryview)):
+                raise TypeError(f"send_many: timestamps must be an int (ms) or a sequence of them, "
+                                f"not {type(timestamps).__name__}")
+            if PyIndex_Check(timestamps) and getattr(timestamps, "ndim", 0) == 0:
+                fixed_ts = _index_arg(timestamps, "send_many: timestamps", "an int (ms) or a sequence")
+                if fixed_ts < 0:
+                    raise ValueError(f"send_many: timestamps must be >= 0 (ms), got {fixed_ts}")
+            elif hasattr(timestamps, "dtype") and hasattr(timestamps, "__array_interface__"):
+                if timestamps.dtype.kind not in "iu" or timestamps.ndim != 1:
+                    raise TypeError(f"send_many: a timestamps array must be 1-dimensional of integers "
+                                    f"(ms), not {timestamps.ndim}-dimensional {timestamps.dtype}")
+                ts_keep = timestamps.astype("int64", copy=False)
+                if not ts_keep.flags["C_CONTIGUOUS"]:
+                    ts_keep = ts_keep.copy()
+                if ts_keep.shape[0] != n:
+                    raise ValueError(f"send_many: {ts_keep.shape[0]} timestamps for {n} values")
+                ts_array = <const int64_t *><uintptr_t>ts_keep.__array_interface__["data"][0]
+                for j in range(n):
+                    if ts_array[j] < 0:
+                        raise ValueError(f"send_many: timestamps[{j}] must be >= 0 (ms), got {ts_array[j]}")
+            else:
+                ts_keep = PySequence_Fast(timestamps, b"send_many: timestamps must be an int or a sequence")
+                if PySequence_Fast_GET_SIZE(ts_keep) != n:
+                    raise ValueError(f"send_many: {PySequence_Fast_GET_SIZE(ts_keep)} timestamps for {n} values")
+                ts_items = PySequence_Fast_ITEMS(ts_keep)
+                for j in range(n):
+                    if ts_items[j] != <PyObject *>None and not (type(<object>ts_items[j]) is int
+                                                                and 0 <= <object>ts_items[j] < 2**63):
+                        raise TypeError(f"timestamps[{j}] must be an int >= 0 (ms) or None, "
+                                        f"not {<object>ts_items[j]!r}")
+        # headers: None, one list for every record, or one list per record
+        # A sequence of (str, bytes) pairs is one header list for every record; a sequence
+        # of lists (or None) gives each record its own.
+        hdr_keep = None
+        hdr_all = None
+        if headers is not None:
+            hdr_keep = PySequence_Fast(headers, b"send_many: headers must be a sequence")
+            if PySequence_Fast_GET_SIZE(hdr_keep) == 0 or isinstance(hdr_keep[0], tuple):
+                hdr_all = hdr_keep
+            else:
+                if PySequence_Fast_GET_SIZE(hdr_keep) != n:
+                    raise ValueError(f"send_many: {PySequence_Fast_GET_SIZE(hdr_keep)} header lists for {n} values")
+                per_record_headers = True
+                hdr_items = PySequence_Fast_ITEMS(hdr_keep)
+        self._check_many(vsrc, ksrc, n, hdr_all, hdr_items)
+        res = SendManyResult(n)
+        # Per partition, the run of this call's records in its current batch: they are
+        # contiguous there while the lock is held, so each batch gets one range.
+        cdef PyObject **run_batch = <PyObject **>calloc(np_, sizeof(PyObject *))
+        cdef Py_ssize_t *run_first = <Py_ssize_t *>calloc(np_, sizeof(Py_ssize_t))
+        cdef Py_ssize_t *run_count = <Py_ssize_t *>calloc(np_, sizeof(Py_ssize_t))
+        if run_batch == NULL or run_first == NULL or run_count == NULL:
+            free(run_batch); free(run_first); free(run_count)
+            raise MemoryError()
+        if futures:
+            fut_list = []
+            res.futures = fut_list
+        deadline = time.monotonic() + max_block_s
+        try:
+            while i < n:
+                need = 0
+                self._acquire()
+                try:
+                    now = now_ms()
+                    if hdr_all is not None:
+                        # The scratch is shared: other appends may have used it while unlocked.
+                        nh = self._scratch.fill(hdr_all, 0)
+                    while i < n:
+                        column_get(&vsrc.col, i, &vptr, &vlen)
+                        column_get(&ksrc.col, i, &kptr, &klen)
+                        if ts_array != NULL:
+                            ts = ts_array[i]
+                        elif ts_items != NULL:
+                            ts = <object>ts_items[i] if ts_items[i] != <PyObject *>None else now
+                        elif fixed_ts >= 0:
+                            ts = fixed_ts
+                        else:
+                            ts = now
+                        if per_record_headers:
+                            nh = self._scratch.fill(<object>hdr_items[i], i) if hdr_items[i] != <PyObject *>None else 0
+                        p = self._place(st, fixed_p, ts, kptr, klen, vptr, vlen, nh, now, &wake)
+                        if p < 0:
+                            need = self.last_need
+                            break           # wait for memory outside the lock
+                        need = 0
+                        b = st.open_batches[p]
+                        if run_batch[p] == <PyObject *>b:
+                            run_count[p] += 1
+                        else:
+                            if run_batch[p] != NULL:
+                                (<ProducerBatch>run_batch[p]).result.add_bulk(res, run_first[p], run_count[p])
+                            run_batch[p] = <PyObject *>b
+                            run_first[p] = b.w.count - 1
+                            run_count[p] = 1
+                        if on_delivery is not None:
+                            b.result.add_delivery(b.w.count - 1, ts, on_delivery)
+                        if fut_list is not None:
+                            fut_list.append(make_future(b.result, b.w.count - 1, ts))
+                        i += 1
+                finally:
+                    # Register the open runs before the lock goes: the batches may be
+                    # drained (and completed) as soon as it is released.
+                    for p in range(np_):
+                        if run_batch[p] != NULL:
+                            (<ProducerBatch>run_batch[p]).result.add_bulk(res, run_first[p], run_count[p])
+                            run_batch[p] = NULL
+                    self._release()
+                if wake and self._wakeup is not None:
+                    self._wakeup()
+                    wake = False
+                if need:
+                    # Wait for a quarter of the pool, not just one batch: resuming at the first
+                    # freed batch would retake the GIL at once and starve the I/O thread again.
+                    self.pool.wait_available(max(need, self.pool.total // 4),
+                                             max(0.0, deadline - time.monotonic()))
+        except BaseException as exc:
+            # Records not appended are failed through the result, never silently dropped;
+            # the records before them are queued: the exception carries the result.
+            if i < n:
+                res.settle(n - i, exc)
+            try:
+                exc.send_many_result = res
+            except AttributeError:
+                pass
+            raise
+        finally:
+            vsrc.release()
+            ksrc.release()
+            free(run_batch); free(run_first); free(run_count)
+        return res
+
+    cdef int _check_many(self, _ColumnSource vsrc, _ColumnSource ksrc, Py_ssize_t n, object hdr_all,
+                         PyObject **hdr_items) except -1:
+        """Checks send_many's headers (types) and record sizes before anything is queued,
+        so a bad record fails the whole call. A private scratch: the shared one belongs
+        to the lock holder. Sizes are checked one by one only when the longest key, value
+        and headers together could exceed a limit."""
+        cdef _HeaderScratch check = _HeaderScratch()
+        cdef Py_ssize_t j, hsize = 0, hmax = 0
+        cdef const uint8_t *ptr
+        cdef int64_t klen, vlen
+        if hdr_all is not None:
+            hmax = _headers_size(check, check.fill(hdr_all, 0))
+        elif hdr_items != NULL:
+            for j in range(n):
+                if hdr_items[j] != <PyObject *>None:
+                    hsize = _headers_size(check, check.fill(<object>hdr_items[j], j))
+                    if hsize > hmax:
+                        hmax = hsize
+        if _record_need(ksrc.max_len, vsrc.max_len, hmax) <= min(self.max_request_size, self.pool.total):
+            return 0
+        for j in range(n):
+            column_get(&vsrc.col, j, &ptr, &vlen)
+            column_get(&ksrc.col, j, &ptr, &klen)
+            if hdr_items != NULL:
+                hsize = 0 if hdr_items[j] == <PyObject *>None else \
+                    _headers_size(check, check.fill(<object>hdr_items[j], j))
+            else:
+                hsize = hmax
+            if _record_need(klen, vlen, hsize) > min(self.max_request_size, self.pool.total):
+                self._too_large(_record_need(klen, vlen, hsize), j)
+        return 0
+
+    cdef int32_t _pick_sticky(self, _TopicState st) except -1:
+        cdef int32_t p
+        if self._choose_sticky is None:
+            return (st.sticky + 1) % st.num_partitions if st.sticky >= 0 else 0
+        p = self._choose_sticky(st.topic, st.num_partitions)
+        if p < 0 or p >= st.num_partitions:
+            raise ValueError(f"sticky partitioner returned {p} for {st.topic!r} with {st.num_partitions} partitions")
+        return p
+
+    # -- sender side (per poll / per batch) ---------------------------------------------
+
+    cdef inline int64_t _backoff(self, ProducerBatch b):
+        """The wait before a retried batch's next attempt (0 for a first attempt):
+        what the Sender chose at reenqueue (exponential with jitter), else the
+        plain exponential backoff."""
+        cdef int64_t backoff
+        if b.attempts <= 0:
+            return 0
+        if b.backoff_ms >= 0:
+            return b.backoff_ms
+        backoff = self.retry_backoff_ms << (b.attempts - 1 if b.attempts < 20 else 20)
+        return backoff if backoff < self.retry_backoff_max_ms else self.retry_backoff_max_ms
+
+    cdef list _heads(self, leader_of, muted, set unknown):
+        """(state, partition, deque, leader) of every partition with a queued batch that is
+        not muted (the lock is held). Partitions whose leader is unknown are skipped and
+        their topic added to ``unknown``."""
+        cdef list out = []
+        cdef _TopicState st
+        cdef int32_t p
+        for st in self._topics.values():
+            for p in range(st.num_partitions):
+                q = st.queues[p]
+                if not q or (muted is not None and (st.topic, p) in muted):
+                    continue
+                leader = leader_of(st.topic, p)
+                if leader is None or leader < 0:
+                    unknown.add(st.topic)
+                    continue
+                out.append((st, p, q, leader))
+        return out
+
+    def ready(self, leader_of, int64_t now, muted=None):
+        """Java's ready(): returns (ready_node_ids, next_check_delay_ms, unknown_leader_topics).
+        ``leader_of(topic, partition)`` -> node id or -1; ``muted`` a set of (topic, partition)
+        that must not be drained now."""
+        cdef set ready_nodes = set()
+        cdef set unknown = set()
+        cdef int64_t next_delay = 1 << 40
+        cdef _TopicState st
+        cdef ProducerBatch first
+        cdef int32_t p
+        cdef int64_t waited, time_to_wait, left
+        cdef bint exhausted = self.pool.waiters > 0
+        cdef bint full, backing_off
+        self._acquire()
+        try:
+            for st, p, q, leader in self._heads(leader_of, muted, unknown):
+                if leader in ready_nodes:
+                    continue
+                first = q[0]
+                waited = now - first.last_attempt_ms
+                backing_off = first.attempts > 0
+                time_to_wait = self._backoff(first) if backing_off else self.linger_ms
+                full = len(q) > 1 or first.closed or st.open_batches[p] is not first
+                if waited >= time_to_wait or (not backing_off and (full or exhausted or self.closed
+                                                                    or self.flushes_in_progress > 0)):
+                    ready_nodes.add(leader)
+                else:
+                    left = time_to_wait - waited
+                    if left < next_delay:
+                        next_delay = left
+        finally:
+            self._release()
+        return ready_nodes, next_delay, unknown
+
+    def drain(self, leader_of, set nodes, Py_ssize_t max_request_size, int64_t now, muted=None):
+        """Java's drain(): for each ready node, takes at most one batch from each partition
+        it leads until ``max_request_size``, starting one partition further each call (as
+        Java's drainIndex) so that a full request does not always leave the same partitions
+        behind. Returns {node: [ProducerBatch]}; batches come out closed (compressed) but
+        not finished."""
+        cdef dict out = {}
+        cdef _TopicState st
+        cdef ProducerBatch first
+        cdef int32_t p
+        cdef Py_ssize_t size, i, k, start
+        cdef dict sizes = {}
+        cdef list heads
+        self._acquire()
+        try:
+            heads = self._heads(leader_of, muted, set())
+            k = len(heads)
+            start = self._drain_index % k if k else 0
+            self._drain_index += 1
+            for i in range(k):
+                st, p, q, leader = heads[(start + i) % k]
+                if leader not in nodes:
+                    continue
+                first = q[0]
+                if first.attempts > 0 and now - first.last_attempt_ms < self._backoff(first):
+                    continue
+                size = sizes.get(leader, 0)
+                if size and size + <Py_ssize_t>first.w.buf.len > max_request_size:
+                    continue
+                q.popleft()
+                if st.open_batches[p] is first:
+                    st.open_batches[p] = None
+                sizes[leader] = size + <Py_ssize_t>first.w.buf.len
+                first.drained_ms = now
+                out.setdefault(leader, []).append(first)
+        finally:
+            self._release()
+        # Compression runs outside the lock: appends to other partitions go on meanwhile.
+        for batches in out.values():
+            for b in batches:
+                (<ProducerBatch>b).close()
+        return out
+
+    def reenqueue(self, ProducerBatch batch, int64_t now, int64_t backoff_ms=-1):
+        """Puts a batch being retried back at the head of its partition's deque,
+        keeping sequence order among retried batches (Java's insertInSequenceOrder).
+        It is not sent again before ``backoff_ms`` (default: exponential, no jitter)."""
+        cdef _TopicState st
+        cdef int i
+        batch.attempts += 1
+        batch.last_attempt_ms = now
+        batch.backoff_ms = backoff_ms
+        self._acquire()
+        try:
+            st = self._topics[batch.topic]
+            q = st.queues[batch.partition]
+            if batch.base_sequence >= 0:
+                i = 0
+                for other in q:
+                    if (<ProducerBatch>other).base_sequence < 0 or (<ProducerBatch>other).base_sequence > batch.base_sequence:
+                        break
+                    i += 1
+                q.insert(i, batch)
+            else:
+                q.appendleft(batch)
+        finally:
+            self._release()
+
+    def expired(self, int64_t now, int64_t delivery_timeout_ms):
+        """Removes and returns batches (not in flight) older than delivery.timeout.ms."""
+        cdef list out = []
+        cdef _TopicState st
+        cdef ProducerBatch b
+        cdef int32_t p
+        self._acquire()
+        try:
+            for st in self._topics.values():
+                for p in range(st.num_partitions):
+                    q = st.queues[p]
+                    while q:
+                        b = q[0]
+                        if now - b.created_ms < delivery_timeout_ms:
+                            break
+                        q.popleft()
+                        if st.open_batches[p] is b:
+                            st.open_batches[p] = None
+                        out.append(b)
+        finally:
+            self._release()
+        return out
+
+    def abort_all(self):
+        """Removes and returns every queued batch (close with timeout, fatal errors)."""
+        cdef list out = []
+        cdef _TopicState st
+        cdef int32_t p
+        self._acquire()
+        try:
+            for st in self._topics.values():
+                for p in range(st.num_partitions):
+                    out.extend(st.queues[p])
+                    st.queues[p].clear()
+                    st.open_batches[p] = None
+        finally:
+            self._release()
+        return out
+
+    def take_touched(self):
+        """Topics appended to since the last call (the Sender keeps them alive in the
+        metadata: Java touches a topic on every send, so a busy topic never expires)."""
+        cdef list out = []
+        cdef _TopicState st
+        for st in list(self._topics.values()):
+            if st.touched:
+                st.touched = False
+                out.append(st.topic)
+        return out
+
+    def track(self, *results):
+        for r in results:
+            self.incomplete.add(r)
+
+    def untrack(self, BatchResult result):
+        self.incomplete.discard(result)
+
+    def reset_sequences(self):
+        """Forgets every queued batch's sequence number (a new producer id numbers
+        them again, in queue order). Returns how many were reset."""
+        cdef Py_ssize_t n = 0
+        cdef _TopicState st
+        cdef ProducerBatch b
+        self._acquire()
+        try:
+            for st in self._topics.values():
+                for q in st.queues:
+                    for b in q:
+                        if b.base_sequence >= 0:
+                            b.base_sequence = -1
+                            n += 1
+        finally:
+            self._release()
+        return n
+
+    def queued_batches(self):
+        cdef Py_ssize_t n = 0
+        cdef _TopicState st
+        for st in list(self._topics.values()):
+            for q in st.queues:
+                n += len(q)
+        return n
+
+    def queue_sizes(self, str topic):
+        """Queued batch count per partition (for the adaptive partitioner)."""
+        st = self._topics.get(topic)
+        if st is None:
+            return []
+        return [len(q) for q in (<_TopicState>st).queues]
+
+    def topics(self):
+        return list(self._topics)
+

@@ -1,0 +1,54 @@
+# Part of the kproducer._accumulator extension (included by _accumulator.pyx): buffer.memory (Java's BufferPool).
+
+cdef class BufferPool:
+    """``buffer.memory`` as a hard bound on the bytes of batches not yet completed.
+    Java pools ByteBuffers; here the C writer mallocs and the pool keeps the count.
+    A full pool blocks appenders up to ``max.block.ms`` in FIFO spirit: while anyone
+    waits, the fast path does not barge in."""
+    cdef readonly Py_ssize_t total
+    cdef readonly Py_ssize_t used
+    cdef readonly int waiters
+    cdef object _cond
+
+    def __cinit__(self, Py_ssize_t total):
+        self.total = total
+        self.used = 0
+        self.waiters = 0
+        self._cond = threading.Condition(threading.Lock())
+
+    cdef inline bint try_reserve(self, Py_ssize_t n):
+        if self.waiters == 0 and self.used + n <= self.total:
+            self.used += n
+            return True
+        return False
+
+    def wait_available(self, Py_ssize_t n, double timeout_s):
+        """Blocks until ``n`` bytes are free (without taking them) or raises
+        KafkaTimeoutError after ``timeout_s``; the caller then retries its append."""
+        if n > self.total:
+            raise KafkaError(f"a batch of {n} bytes can never fit buffer.memory={self.total}")
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            self.waiters += 1
+            try:
+                while self.used + n > self.total:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise KafkaTimeoutError(
+                            f"failed to allocate {n} bytes of buffer.memory ({self.used} of "
+                            f"{self.total} in use) within max.block.ms={int(timeout_s * 1000)}")
+                    self._cond.wait(remaining)
+            finally:
+                self.waiters -= 1
+
+    cpdef void release(self, Py_ssize_t n):
+        self.used -= n
+        if self.waiters:
+            with self._cond:
+                self._cond.notify_all()
+
+    @property
+    def available(self):
+        return self.total - self.used
+
+

@@ -1,0 +1,270 @@
+# Part of the kproducer._accumulator extension (included by _accumulator.pyx): the completion of a batch and of its records (Java's ProduceRequestResult, FutureRecordMetadata).
+
+cdef class BatchResult:
+    """The outcome of one batch (Java's ProduceRequestResult), shared by its
+    records' futures. Completed once, by the Sender thread."""
+    cdef readonly str topic
+    cdef readonly int32_t partition
+    cdef readonly int64_t base_offset
+    cdef readonly int64_t log_append_time
+    cdef readonly object error
+    cdef bint _done
+    cdef object _event
+    # (index, callable) pairs: on_delivery(err, metadata) callbacks and future done-callbacks.
+    cdef list _deliveries
+    cdef list _done_callbacks
+    # When a batch is split (MESSAGE_TOO_LARGE), record i continues as record
+    # _redirect[i] = (BatchResult, index) of a smaller batch.
+    cdef list _redirect
+    # send_many contributions: [SendManyResult, first index in this batch, count], so
+    # one completion settles a whole range of records without per-record objects.
+    cdef list _bulk
+
+    def __cinit__(self, str topic, int32_t partition):
+        self.topic = topic
+        self.partition = partition
+        self.base_offset = -1
+        self.log_append_time = -1
+
+    @property
+    def done(self):
+        return self._done
+
+    cdef inline void add_delivery(self, int32_t index, int64_t timestamp, object callback):
+        if self._deliveries is None:
+            self._deliveries = []
+        self._deliveries.append((index, timestamp, callback))
+
+    cdef object metadata_for(self, int32_t index, int64_t timestamp):
+        cdef int64_t offset = self.base_offset + index if self.base_offset >= 0 else -1
+        cdef int64_t ts = self.log_append_time if self.log_append_time >= 0 else timestamp
+        return RecordMetadata(self.topic, self.partition, offset, ts)
+
+    def wait(self, timeout=None):
+        """Blocks until done or ``timeout`` seconds pass; True when done. A split
+        batch is done when every batch it was split into is."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._done:
+            if self._event is None:
+                self._event = threading.Event()
+            ev = self._event
+            # Re-check: complete() sets _done before it reads _event (both under the GIL).
+            if not self._done and not ev.wait(timeout):
+                return False
+        if self._redirect is not None:
+            for target in {id(t): t for t, _ in self._redirect}.values():
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not (<BatchResult>target).wait(remaining):
+                    return False
+        return True
+
+    def redirect(self, list targets):
+        """Split: record i of this batch now lives at targets[i] = (BatchResult, index).
+        Callbacks move with their records."""
+        cdef BatchResult target
+        cdef list entry
+        self._redirect = targets
+        if self._bulk:
+            for entry in self._bulk:
+                for i in range(<Py_ssize_t>entry[1], <Py_ssize_t>entry[1] + <Py_ssize_t>entry[2]):
+                    target, new_index = targets[i]
+                    target.add_bulk(entry[0], new_index, 1)
+            self._bulk = None
+        if self._deliveries:
+            for index, ts, cb in self._deliveries:
+                target, new_index = targets[index]
+                target.add_delivery(new_index, ts, cb)
+            self._deliveries = None
+        if self._done_callbacks:
+            for index, fut, fn in self._done_callbacks:
+                target, new_index = targets[index]
+                target.add_done_callback_for(new_index, fut, fn)
+            self._done_callbacks = None
+        self._done = True
+        if self._event is not None:
+            self._event.set()
+
+    cdef void add_bulk(self, SendManyResult owner, Py_ssize_t first, Py_ssize_t count):
+        """Counts records first..first+count-1 of this batch for ``owner`` (extending the
+        last range when it is the owner's and contiguous)."""
+        cdef list last
+        if self._bulk is None:
+            self._bulk = []
+        elif self._bulk:
+            last = self._bulk[len(self._bulk) - 1]
+            if last[0] is owner and <Py_ssize_t>last[1] + <Py_ssize_t>last[2] == first:
+                last[2] = <Py_ssize_t>last[2] + count
+                return
+        self._bulk.append([owner, first, count])
+
+    cdef void add_done_callback_for(self, int32_t index, object fut, object fn):
+        if self._done_callbacks is None:
+            self._done_callbacks = []
+        self._done_callbacks.append((index, fut, fn))
+
+    def complete(self, int64_t base_offset, int64_t log_append_time, object error):
+        """Records the outcome and runs every callback (errors in user callbacks are
+        logged, never raised)."""
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self.error = error
+        self._done = True
+        if self._event is not None:
+            self._event.set()
+        if self._bulk:
+            for owner, first, count in self._bulk:
+                (<SendManyResult>owner).settle(count, error)
+            self._bulk = None
+        if self._deliveries:
+            for index, ts, cb in self._deliveries:
+                md = None if error is not None else self.metadata_for(index, ts)
+                try:
+                    cb(error, md)
+                except Exception:
+                    log.exception("on_delivery callback %r raised; the producer carries on", cb)
+            self._deliveries = None
+        if self._done_callbacks:
+            for index, fut, fn in self._done_callbacks:
+                try:
+                    fn(fut)
+                except Exception:
+                    log.exception("future done-callback %r raised; the producer carries on", fn)
+            self._done_callbacks = None
+
+
+cdef class RecordFuture:
+    """The future ``send()`` returns: ``result(timeout)`` gives a RecordMetadata or
+    raises the record's error. Compatible with concurrent.futures.Future's
+    ``result``, ``exception``, ``done``, ``add_done_callback``, ``cancel``."""
+    cdef BatchResult _result
+    cdef int32_t _index
+    cdef int64_t _timestamp
+
+    def __repr__(self):
+        state = "done" if self.done() else "pending"
+        return f"<RecordFuture {self._result.topic}[{self._result.partition}] #{self._index} {state}>"
+
+    @property
+    def topic(self):
+        return self._result.topic
+
+    @property
+    def partition(self):
+        """The partition the record was appended to (known before it is sent)."""
+        return self._result.partition
+
+    cdef inline void _follow(self):
+        # A split batch forwards its records to smaller batches.
+        cdef BatchResult r = self._result
+        while r._redirect is not None:
+            r, self._index = r._redirect[self._index]
+        self._result = r
+
+    def done(self):
+        self._follow()
+        return self._result._done and self._result._redirect is None
+
+    def cancelled(self):
+        return False
+
+    def running(self):
+        return not self.done()
+
+    def cancel(self):
+        """Records already handed to the producer cannot be withdrawn."""
+        return False
+
+    def _wait(self, timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._follow()
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._result.wait(remaining):
+                raise KafkaTimeoutError(
+                    f"record for {self._result.topic}[{self._result.partition}] not acknowledged "
+                    f"within {timeout} s (it is still pending; the producer keeps trying until "
+                    f"delivery.timeout.ms)")
+            if self._result._redirect is None:
+                return
+
+    def result(self, timeout=None):
+        self._wait(timeout)
+        if self._result.error is not None:
+            raise self._result.error
+        return self._result.metadata_for(self._index, self._timestamp)
+
+    def exception(self, timeout=None):
+        self._wait(timeout)
+        return self._result.error
+
+    def add_done_callback(self, fn):
+        """Calls ``fn(future)`` when done (at once if already done). It runs on the
+        producer's I/O thread: keep it short."""
+        self._follow()
+        if self._result._done and self._result._redirect is None:
+            try:
+                fn(self)
+            except Exception:
+                log.exception("future done-callback %r raised", fn)
+        else:
+            self._result.add_done_callback_for(self._index, self, fn)
+
+
+
+cdef inline RecordFuture make_future(BatchResult result, int32_t index, int64_t timestamp):
+    cdef RecordFuture f = RecordFuture.__new__(RecordFuture)
+    f._result = result
+    f._index = index
+    f._timestamp = timestamp
+    return f
+
+
+cdef class SendManyResult:
+    """What ``send_many`` returns: how many of its records were acknowledged and how many
+    failed (with the first error), settled batch by batch by the I/O thread.
+    ``wait(timeout)`` blocks until every record is settled; ``raise_for_errors()`` raises
+    the first error if any record failed."""
+    cdef readonly Py_ssize_t records
+    cdef readonly Py_ssize_t acked
+    cdef readonly Py_ssize_t failed
+    cdef readonly object first_error
+    cdef readonly list futures
+    cdef object _cond
+
+    def __cinit__(self, Py_ssize_t records):
+        self.records = records
+        self._cond = threading.Condition(threading.Lock())
+
+    cdef void settle(self, Py_ssize_t count, object error):
+        if error is None:
+            self.acked += count
+        else:
+            self.failed += count
+            if self.first_error is None:
+                self.first_error = error
+        if self.acked + self.failed >= self.records:
+            with self._cond:
+                self._cond.notify_all()
+
+    def done(self):
+        return self.acked + self.failed >= self.records
+
+    def wait(self, timeout=None):
+        """Blocks until every record is acknowledged or failed; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self.acked + self.failed < self.records:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def raise_for_errors(self):
+        if self.first_error is not None:
+            raise self.first_error
+
+    def __repr__(self):
+        return (f"<SendManyResult records={self.records} acked={self.acked} failed={self.failed}"
+                f"{' first_error=' + repr(self.first_error) if self.first_error is not None else ''}>")
+

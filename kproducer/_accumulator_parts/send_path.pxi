@@ -1,0 +1,44 @@
+# Part of the kproducer._accumulator extension (included by _accumulator.pyx): the send() fast path and fork detection.
+
+# Bumped in a forked child: producers compare it instead of calling os.getpid()
+# (a system call, ~200 ns) on every send().
+cdef long _fork_generation = 0
+
+
+def _after_fork_in_child():
+    global _fork_generation
+    _fork_generation += 1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def fork_generation():
+    return _fork_generation
+
+
+cdef class SendPath:
+    """``Producer.send`` without Python frames: straight into the accumulator when
+    nothing needs Python (no serializer, no custom partitioner, metadata known,
+    memory free, same process); otherwise ``slow(...)`` handles the record."""
+    cdef RecordAccumulator acc
+    cdef object slow
+    cdef long generation
+    cdef bint needs_python
+
+    def __cinit__(self, RecordAccumulator acc, slow, bint needs_python):
+        self.acc = acc
+        self.slow = slow
+        self.needs_python = needs_python
+        self.generation = _fork_generation
+
+    def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
+             on_delivery=None):
+        """Queues one record and returns its future; see Producer.send."""
+        cdef object fut
+        if self.needs_python or self.generation != _fork_generation or type(topic) is not str:
+            return self.slow(topic, value, key, partition, timestamp_ms, headers, on_delivery, None)
+        fut = self.acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
+        if fut is NEED_METADATA or fut is NEED_MEMORY:
+            return self.slow(topic, value, key, partition, timestamp_ms, headers, on_delivery, fut)
+        return fut
