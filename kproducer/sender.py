@@ -326,6 +326,8 @@ class Sender:
             self._complete(b, base_offset if code == 0 else -1, log_append_time if log_append_time is not None else -1)
             return
         exc = broker_error(code, f"{b.topic}-{b.partition}" + (f": {message}" if message else ""))
+        if self.txn is not None:
+            exc = self.txn.produce_error(code, exc)
         if code == ErrorCode.MESSAGE_TOO_LARGE and b.record_count > 1:
             self._remove_in_flight(b)
             self._split(b, wall)

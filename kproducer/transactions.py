@@ -241,6 +241,8 @@ class TransactionManager:
         if not commit:
             self.sender.abort_undrained(TransactionAbortedError(
                 f"transaction of {self.transactional_id!r} aborted before the record was sent"))
+        # A commit that failed (abortable error) may still be queued: it must never go out.
+        self.requests.remove_if(lambda h: isinstance(h, _EndTxn) and h.txn is self)
         self.requests.enqueue(_EndTxn(self, res, commit))
         return res
 
@@ -286,9 +288,15 @@ class TransactionManager:
             blocked = blocked | set(new)
         return muted | blocked if blocked else muted
 
+    def produce_error(self, code: int, exc: KafkaError) -> KafkaError:
+        """What a Produce error code means to a record of a transactional producer."""
+        return fencing_error(code, str(exc)) if code in _FENCED else exc
+
     def on_batch_failed(self, exc: BaseException) -> None:
         code = getattr(exc, "code", None)
-        if code in _FENCED:
+        if isinstance(exc, ProducerFencedError):
+            self.fatal(exc)
+        elif code in _FENCED:
             self.fatal(fencing_error(code, "Produce"))
         elif self.state is not S.ABORTING and not isinstance(exc, TransactionAbortedError):
             self.abortable(exc)
@@ -513,6 +521,8 @@ class _EndTxn(_TxnHandler):
             raise TransactionAbortableError(
                 f"cannot commit: the transaction must be aborted, an operation in it failed: "
                 f"{self.txn.last_error}")
+        if self.txn.state is not (S.COMMITTING if self.commit else S.ABORTING):
+            raise InvalidTxnStateError(f"EndTxn(commit={self.commit}) in state {self.txn.state.value}")
         pid, epoch = self.pid()
         if not self.txn.started:
             # Nothing was registered with the coordinator: nothing to end (Java completes
