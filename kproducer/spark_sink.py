@@ -35,15 +35,10 @@ from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourc
 
 from kproducer.config import ProducerConfig
 from kproducer.producer import Producer, _cached_producer, _check_topic
-from kproducer.spark import check_delivered, input_columns, send_batches
+from kproducer.spark import BULK_DEFAULTS, check_delivered, input_columns, send_batches
 from kproducer.transactions import PreparedTransaction
 
 NAME = "kproducer"
-
-# Settings a bulk sink uses when the user has not set them. Java's batch.size (16 KiB)
-# makes ~60x more Produce requests than librdkafka's 1 MB batches, and the broker pays per
-# request: a Spark task hands whole Arrow batches, so large batches cost no latency.
-SINK_DEFAULTS = {"batch.size": 1_000_000}
 
 # Options that are not producer settings (lower case: Spark hands options case-insensitively).
 _OWN = {"topic", "exactlyonce", "transactionalidprefix"}
@@ -97,7 +92,7 @@ def sink_settings(options, schema, overwrite: bool, *, streaming: bool) -> SinkS
         raise ValueError(f"option 'kafka.bootstrap.servers' is required by the {NAME} data source")
     if topic is not None:
         _check_topic(topic)
-    for name, value in SINK_DEFAULTS.items():
+    for name, value in BULK_DEFAULTS.items():
         producer_settings.setdefault(name, value)
     user_config = ProducerConfig(producer_settings).user_config      # names and values checked
     columns = tuple(input_columns(schema, topic, f"the {NAME} data source"))

@@ -18,7 +18,8 @@ import pyspark  # noqa: F401
 from kafka.partitioner.default import murmur2   # kafka-python: Java's murmur2, pure Python
 
 from kproducer.spark import register
-from kproducer.spark_sink import SINK_DEFAULTS
+from kproducer.config import ProducerConfig
+from kproducer.spark import BULK_DEFAULTS
 from kproducer.testing.readback import read_back
 from kproducer.testing.txnlog import committed_view
 
@@ -132,9 +133,17 @@ def test_wrong_options_schema_and_mode_fail_before_any_task(spark, broker):
     assert read_back(broker.bootstrap, "t", timeout=30) == {0: []}
 
 
-def test_batch_defaults_are_bulk_defaults():
-    # Java's 16 KiB batches make ~60x more requests than 1 MB ones (the reason is in spark_sink).
-    assert SINK_DEFAULTS == {"batch.size": 1_000_000}
+def test_bulk_defaults_apply_unless_set():
+    from pyspark.sql import types as T
+
+    from kproducer.spark_sink import sink_settings
+
+    schema = T.StructType([T.StructField("value", T.BinaryType())])
+    opts = {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "t"}
+    assert sink_settings(opts, schema, False, streaming=False).user_config["batch.size"] == \
+        BULK_DEFAULTS["batch.size"] == 1_000_000
+    mine = sink_settings({**opts, "kafka.batch.size": "16384"}, schema, False, streaming=False)
+    assert ProducerConfig(mine.user_config).batch_size == 16384
 
 
 # -- exactly-once ---------------------------------------------------------------------------
