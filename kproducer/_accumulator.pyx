@@ -42,6 +42,7 @@ cdef extern from "Python.h":
 
 import logging
 import os
+import random
 import threading
 import time
 from collections import deque, namedtuple
@@ -93,5 +94,6 @@ include "_accumulator_parts/record_args.pxi"
 include "_accumulator_parts/columns.pxi"
 include "_accumulator_parts/pool.pxi"
 include "_accumulator_parts/batch.pxi"
+include "_accumulator_parts/partitioner.pxi"
 include "_accumulator_parts/accumulator.pxi"
 include "_accumulator_parts/send_path.pxi"

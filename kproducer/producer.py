@@ -21,7 +21,6 @@ import itertools
 import logging
 import os
 import pickle
-import random
 import threading
 import time
 
@@ -32,6 +31,7 @@ from kproducer.errors import KafkaError, KafkaTimeoutError
 from kproducer.tls import tls_context
 from kproducer.metadata import Metadata
 from kproducer.network import NetworkClient
+from kproducer.partitioner import custom_partition
 from kproducer.sender import Sender
 
 log = logging.getLogger("kproducer")
@@ -101,13 +101,12 @@ class Producer:
             compression_level=cfg.compression_level, buffer_memory=cfg.buffer_memory,
             ignore_keys=cfg.partitioner_ignore_keys, retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms, max_request_size=cfg.max_request_size,
-            wakeup=self._client.wakeup,
-            choose_sticky=self._choose_sticky)
+            wakeup=self._client.wakeup, adaptive=cfg.partitioner_adaptive_partitioning_enable,
+            availability_timeout_ms=cfg.partitioner_availability_timeout_ms)
         addresses = cfg.bootstrap_addresses
         self._metadata.bootstrap(addresses)
         for i, (host, port) in enumerate(addresses):
             self._client.set_node(-(i + 1), host, port)
-        self._rng = random.Random()
         self._sender = Sender(cfg, self._acc, self._metadata, self._client)
         self._sender.start()
         # send() as a compiled bound method: the per-record path has no Python frame.
@@ -234,9 +233,10 @@ class Producer:
         self._metadata.add(topic, wall_clock_ms())
         while True:
             self._metadata.maybe_raise_for_topic(topic)
-            n = self._metadata.cluster.num_partitions(topic)
+            cluster = self._metadata.cluster
+            n = cluster.num_partitions(topic)
             if n:
-                self._acc.set_partition_count(topic, n)
+                self._acc.set_partition_count(topic, n, cluster.available_partition_ids(topic))
                 return
             version = self._metadata.request_update_for_topic(topic)
             self._sender.wakeup()
@@ -251,45 +251,12 @@ class Producer:
                                         + (f"; no broker reachable: {why}" if why else ""))
             self._metadata.await_update(version, min(remaining, 0.5))
 
-    def _choose_sticky(self, topic: str, n: int) -> int:
-        """Next sticky partition for unkeyed records (KIP-794). Runs once per batch's worth
-        of bytes, inside the accumulator's lock (so it must not call back into it).
-
-        Without adaptive partitioning: uniform over partitions with a leader. With it
-        (the default), weighted like Java's BuiltInPartitioner: partition i gets weight
-        ``max_queue + 1 - queue_i`` from the batches queued per partition, so slow
-        partitions (long queues) receive less new data; with partitioner.availability.timeout.ms
-        a partition whose leader could not take its ready batches for that long gets none."""
-        cluster = self._metadata.cluster
-        available = cluster.available_partition_ids(topic) or range(n)
-        if not self._config.partitioner_adaptive_partitioning_enable or len(available) < 2:
-            return self._rng.choice(available)
-        timeout = self._config.partitioner_availability_timeout_ms
-        if timeout > 0:
-            # Java's partitionReady: leave out partitions whose leader has had batches
-            # waiting, undrained, for longer than the timeout (all of them: no preference).
-            latency = self._sender.node_latency
-            usable = [p for p in available
-                      if (leader := cluster.leader_for(topic, p)) is None
-                      or (lat := latency.get(leader.node_id)) is None or lat[0] - lat[1] <= timeout]
-            if usable:
-                available = usable
-            if len(available) < 2:
-                return self._rng.choice(available)
-        queues = self._acc.queue_sizes(topic)
-        sizes = [queues[p] if p < len(queues) else 0 for p in available]
-        top = max(sizes) + 1
-        return self._rng.choices(available, weights=[top - q for q in sizes])[0]
-
     def _custom_partition(self, topic, key, value):
         n = self._acc.partition_count(topic)
         if n is None:
             self._wait_for_topic(topic, self._max_block_s)
             n = self._acc.partition_count(topic)
-        p = self._custom_partitioner(topic, key, key, value, value, self._metadata.cluster)
-        if p is not None and (not isinstance(p, int) or not 0 <= p < n):
-            raise ValueError(f"custom partitioner returned {p!r} for topic {topic!r} with {n} partitions")
-        return p
+        return custom_partition(self._custom_partitioner, topic, key, value, self._metadata.cluster, n)
 
     # -- flush, close, introspection ------------------------------------------------------
 

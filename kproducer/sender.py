@@ -73,11 +73,6 @@ class Sender:
         self.muted: set = set()                         # partitions waiting for in-flight retries
         self._acks0_nodes: set = set()                  # nodes that received acks=0 records
         self.stats = defaultdict(int)
-        # node -> (ready_ms, drain_ms): the last time the node had batches ready and the last
-        # time it could take them (Java's NodeLatencyStats). A node whose batches wait longer
-        # than partitioner.availability.timeout.ms gets no new unkeyed records (the producer's
-        # sticky choice reads this; each entry is replaced whole, so a reader never sees half).
-        self.node_latency: dict = {}
         self.fatal_error: Exception | None = None
         self._thread = threading.Thread(target=self._run, name="kproducer-network-thread", daemon=True)
 
@@ -206,9 +201,9 @@ class Sender:
             if not self.client.ready(node, now):
                 ready.discard(node)
                 next_delay = min(next_delay, max(self.client.connection_delay(node, now), 5))
-                self.node_latency[node] = (now, self.node_latency.get(node, (now, now))[1])
+                self.acc.update_node_latency(node, now, False)   # the sticky partitioner's figures
             else:
-                self.node_latency[node] = (now, now)
+                self.acc.update_node_latency(node, now, True)
         batches = self.acc.drain(leader_of, ready, self.max_request_size, wall, self.muted) if ready else {}
         for node, node_batches in batches.items():
             self._send_produce(node, node_batches, now)
@@ -469,4 +464,4 @@ class Sender:
                     self.client.remove_node(nid)
         for name, info in cluster.topics.items():
             if info.partitions:
-                self.acc.set_partition_count(name, len(info.partitions))
+                self.acc.set_partition_count(name, len(info.partitions), cluster.available_partition_ids(name))
