@@ -113,6 +113,16 @@ cdef class RecordAccumulator:
 
     # -- append (per record) -------------------------------------------------------
 
+    cdef inline int _check_open(self) except -1:
+        if self.closed:
+            raise KafkaError("cannot send: the producer is closed")
+        return 0
+
+    def ensure_open(self):
+        """Raises KafkaError once the producer is closed (``closed``): the one check every
+        send path makes, here and in append/append_many."""
+        self._check_open()
+
     cpdef object append(self, str topic, object partition, object key, object value,
                         object timestamp, object headers, object on_delivery):
         """Appends one record; returns its RecordFuture, or NEED_METADATA (partition
@@ -132,8 +142,7 @@ cdef class RecordAccumulator:
         cdef bint khave = False, vhave = False
         cdef RecordFuture fut
 
-        if self.closed:
-            raise KafkaError("cannot send: the producer is closed")
+        self._check_open()
         now = now_ms()
         if timestamp is None:
             ts = now
@@ -336,8 +345,7 @@ cdef class RecordAccumulator:
         cdef list fut_list = None
         cdef Py_ssize_t j
 
-        if self.closed:
-            raise KafkaError("cannot send: the producer is closed")
+        self._check_open()
         vsrc.setup(values, "values")
         n = vsrc.n
         if n < 0:
