@@ -48,6 +48,7 @@ import time
 from collections import deque, namedtuple
 
 from kproducer import compression as _compression
+from kproducer.backoff import ExponentialBackoff
 from kproducer.errors import KafkaError, KafkaTimeoutError, RecordTooLargeError
 
 log = logging.getLogger("kproducer")

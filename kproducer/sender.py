@@ -27,7 +27,7 @@ from collections import defaultdict
 from kproducer._accumulator import batch_from_records, wall_clock_ms
 from kproducer.codec import decode_batch
 from kproducer.errors import KafkaError, KafkaTimeoutError, NetworkError
-from kproducer.network import ExponentialBackoff
+from kproducer.backoff import ExponentialBackoff
 from kproducer.protocol import messages as m
 from kproducer.protocol import versions as v
 from kproducer.protocol.produce import decode_produce_response, encode_produce_request

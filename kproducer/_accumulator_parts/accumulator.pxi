@@ -44,8 +44,7 @@ cdef class RecordAccumulator:
     cdef Py_ssize_t _drain_index
     # BatchResults of batches not yet completed: flush() waits for a snapshot of these.
     cdef readonly set incomplete
-    cdef int64_t retry_backoff_ms
-    cdef int64_t retry_backoff_max_ms
+    cdef object _retry_backoff    # for reenqueue without a backoff (split batches): no jitter
 
     def __cinit__(self, *, Py_ssize_t batch_size=16384, int64_t linger_ms=5, str compression="none",
                   compression_level=None, Py_ssize_t buffer_memory=33554432, bint ignore_keys=False,
@@ -69,8 +68,7 @@ cdef class RecordAccumulator:
         self.adaptive = adaptive
         self.availability_timeout_ms = availability_timeout_ms
         self._node_stats = {}
-        self.retry_backoff_ms = retry_backoff_ms
-        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self._retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, 0)
         self.max_request_size = max_request_size
 
     def __dealloc__(self):
@@ -533,16 +531,9 @@ cdef class RecordAccumulator:
     # -- sender side (per poll / per batch) ---------------------------------------------
 
     cdef inline int64_t _backoff(self, ProducerBatch b):
-        """The wait before a retried batch's next attempt (0 for a first attempt):
-        what the Sender chose at reenqueue (exponential with jitter), else the
-        plain exponential backoff."""
-        cdef int64_t backoff
-        if b.attempts <= 0:
-            return 0
-        if b.backoff_ms >= 0:
-            return b.backoff_ms
-        backoff = self.retry_backoff_ms << (b.attempts - 1 if b.attempts < 20 else 20)
-        return backoff if backoff < self.retry_backoff_max_ms else self.retry_backoff_max_ms
+        """The wait before a retried batch's next attempt (0 for a first attempt), chosen
+        at reenqueue."""
+        return b.backoff_ms if b.attempts > 0 else 0
 
     cdef list _heads(self, leader_of, muted, set unknown):
         """(state, partition, deque, leader) of every partition with a queued batch that is
@@ -650,12 +641,13 @@ cdef class RecordAccumulator:
     def reenqueue(self, ProducerBatch batch, int64_t now, int64_t backoff_ms=-1):
         """Puts a batch being retried back at the head of its partition's deque,
         keeping sequence order among retried batches (Java's insertInSequenceOrder).
-        It is not sent again before ``backoff_ms`` (default: exponential, no jitter)."""
+        It is not sent again before ``backoff_ms`` (default: retry.backoff.ms doubling per
+        attempt up to retry.backoff.max.ms, without jitter)."""
         cdef _TopicState st
         cdef int i
         batch.attempts += 1
         batch.last_attempt_ms = now
-        batch.backoff_ms = backoff_ms
+        batch.backoff_ms = backoff_ms if backoff_ms >= 0 else self._retry_backoff.backoff(batch.attempts - 1)
         self._acquire()
         try:
             st = self._topics[batch.topic]
