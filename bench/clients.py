@@ -35,6 +35,9 @@ CLIENTS = (KPRODUCER_SEND, KPRODUCER_SEND_MANY, CONFLUENT_POLL, CONFLUENT_BATCH,
            AIOKAFKA)
 REFERENCE = CONFLUENT_POLL           # ratios are to this client in the same scenario
 SLOW_CLIENTS = (KAFKA_PYTHON, AIOKAFKA)
+# Clients of the transactional scenario (kafka-python and aiokafka have transactions too, but
+# aiokafka's InitProducerId v0 cannot start on the embedded broker: see runner.unsupported).
+TRANSACTIONAL_CLIENTS = (KPRODUCER_SEND, KPRODUCER_SEND_MANY, CONFLUENT_POLL)
 # The distribution a client needs (for "when installed" and the versions in the report).
 DISTRIBUTION = {KPRODUCER_SEND: "kproducer", KPRODUCER_SEND_MANY: "kproducer",
                 CONFLUENT_POLL: "confluent-kafka", CONFLUENT_BATCH: "confluent-kafka",
@@ -71,15 +74,18 @@ def settings(client: str, spec: dict) -> dict:
     comp = spec["compression"]
     # kafka-python and aiokafka have no compression level setting (see DEFAULTS_NOTE).
     level = spec.get("compression_level")
+    txn_id = f"bench-{spec['topic']}" if spec.get("commit_every") else None
     if client in (KPRODUCER_SEND, KPRODUCER_SEND_MANY):
         return {"bootstrap_servers": spec["bootstrap"], "acks": spec["acks"],
                 "enable_idempotence": spec["idempotence"], "compression_type": comp,
                 **({f"compression_{comp}_level": level} if level is not None else {}),
+                **({"transactional_id": txn_id} if txn_id else {}),
                 "linger_ms": spec["linger_ms"], "batch_size": spec["batch_size"]}
     if client in (CONFLUENT_POLL, CONFLUENT_BATCH):
         return {"bootstrap.servers": spec["bootstrap"], "acks": acks_num,
                 "enable.idempotence": spec["idempotence"], "compression.type": comp,
                 **({"compression.level": level} if level is not None else {}),
+                **({"transactional.id": txn_id} if txn_id else {}),
                 "linger.ms": spec["linger_ms"], "batch.size": spec["batch_size"]}
     if client == KAFKA_PYTHON:
         return {"bootstrap_servers": spec["bootstrap"], "acks": acks_py,
@@ -123,6 +129,9 @@ def run_kproducer(spec, conf, values, keys, many: bool):
 
     topic = spec["topic"]
     p = Producer(**conf)
+    every = spec.get("commit_every") or 0
+    if every:
+        return _kproducer_transactions(p, topic, values, keys, many, every)
     p.send(topic, WARMUP_VALUE).result(60)
     failed, first_error = None, None
     t0, c0 = _timed_start()
@@ -135,6 +144,32 @@ def run_kproducer(spec, conf, values, keys, many: bool):
     else:
         _send_loop(p.send, topic, values, keys)
         p.flush()
+    t1, c1 = time.perf_counter(), time.process_time()
+    p.close()
+    return t1 - t0, c1 - c0, failed, first_error
+
+
+def _kproducer_transactions(p, topic, values, keys, many: bool, every: int):
+    """begin, a chunk of ``every`` records (a send() loop or one send_many), commit."""
+    p.init_transactions(60)
+    p.begin_transaction()
+    p.send(topic, WARMUP_VALUE)
+    p.commit_transaction(60)
+    failed, first_error = 0, None
+    t0, c0 = _timed_start()
+    for lo in range(0, len(values), every):
+        hi = lo + every
+        ks = None if keys is None else keys[lo:hi]
+        p.begin_transaction()
+        if many:
+            result = p.send_many(topic, values[lo:hi], ks)
+        else:
+            _send_loop(p.send, topic, values[lo:hi], ks)
+        p.commit_transaction(60)
+        if many:
+            failed += result.failed
+            if first_error is None and result.first_error is not None:
+                first_error = repr(result.first_error)
     t1, c1 = time.perf_counter(), time.process_time()
     p.close()
     return t1 - t0, c1 - c0, failed, first_error
@@ -170,6 +205,9 @@ def run_confluent_poll(spec, conf, values, keys):
 
     topic = spec["topic"]
     p = Producer(conf)
+    every = spec.get("commit_every") or 0
+    if every:
+        return _confluent_transactions(p, topic, values, keys, every)
     _confluent_warmup(p, topic)
     produce, poll = p.produce, p.poll
     t0, c0 = _timed_start()
@@ -192,6 +230,38 @@ def run_confluent_poll(spec, conf, values, keys):
                     poll(0.005)
             poll(0)
     return _confluent_flush(p, t0, c0)
+
+
+def _confluent_transactions(p, topic, values, keys, every: int):
+    """The loop confluent-kafka's transactional examples use: produce/poll(0), then
+    commit_transaction (which flushes) every ``every`` records."""
+    errors = []
+
+    def report(err, msg):
+        if err is not None:
+            errors.append(err)
+
+    p.init_transactions(60)
+    p.begin_transaction()
+    _confluent_warmup(p, topic)
+    p.commit_transaction(60)
+    produce, poll = p.produce, p.poll
+    t0, c0 = _timed_start()
+    for lo in range(0, len(values), every):
+        p.begin_transaction()
+        chunk = values[lo:lo + every]
+        ks = [None] * len(chunk) if keys is None else keys[lo:lo + every]
+        for v, k in zip(chunk, ks):
+            while True:
+                try:
+                    produce(topic, v, k, on_delivery=report)
+                    break
+                except BufferError:
+                    poll(0.005)
+            poll(0)
+        p.commit_transaction(60)
+    t1, c1 = time.perf_counter(), time.process_time()
+    return t1 - t0, c1 - c0, len(errors), repr(errors[0]) if errors else None
 
 
 def run_confluent_batch(spec, conf, values, keys):

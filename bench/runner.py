@@ -141,6 +141,9 @@ class Cluster:
 def unsupported(scenario, client: str, embedded: bool) -> str | None:
     """Why ``client`` cannot run ``scenario`` here, or None. Such pairs are listed as
     skipped in the results, never timed or counted as failures."""
+    if scenario.commit_every and client not in clients.TRANSACTIONAL_CLIENTS:
+        return ("the transactional scenario compares kproducer with confluent-kafka's "
+                "transactional producer")
     if embedded and scenario.idempotence and client == clients.AIOKAFKA:
         # aiokafka only has InitProducerId v0 (aiokafka/protocol/transaction.py), and Tansu
         # answers v0-2 with error -1 (shared/TANSU.md), so its producer cannot start.
@@ -161,7 +164,7 @@ def producer_run(cluster: Cluster, scenario, client: str, records: int, args, re
             "value_size": scenario.value_size, "keyed": scenario.keyed, "acks": scenario.acks,
             "idempotence": scenario.idempotence, "compression": scenario.compression,
             "compression_level": scenario.compression_level, "linger_ms": args.linger_ms,
-            "batch_size": args.batch_size}
+            "batch_size": args.batch_size, "commit_every": scenario.commit_every}
     row = {"scenario": scenario.name, "client": client, "rep": rep, "records": records,
            "topic": topic, "ok": False, "error": None}
     broker_cpu0 = cluster.broker_cpu()
@@ -183,7 +186,9 @@ def producer_run(cluster: Cluster, scenario, client: str, records: int, args, re
     # The whole client process's life, warm-up included (the broker is idle otherwise).
     row["broker_cpu_seconds"] = (broker_cpu1 - broker_cpu0
                                  if broker_cpu0 is not None and broker_cpu1 is not None else None)
-    check = check_topic(cluster.bootstrap, topic, records)
+    check = check_topic(cluster.bootstrap, topic, records,
+                        consumer_config={"isolation.level": "read_committed"}
+                        if scenario.commit_every else None)
     row["verify"] = check
     cluster.drop_topic(topic)
     problems = []

@@ -17,6 +17,10 @@ name           value size  keyed  acks  idempotence  compression
 ``unkeyed``    100 B       no     1     off          none
 =============  ==========  =====  ====  ===========  =============
 
+``transactional`` (100 B, keyed, acks=all, idempotence on) wraps every 10,000 records in a
+transaction (begin, send, commit) and is read back with ``isolation.level=read_committed``;
+it compares kproducer with confluent-kafka's transactional producer only.
+
 (Idempotence requires ``acks=all`` in every client, so ``idempotent`` is compared with
 ``acks-all``.) ``lz4`` runs at level 1, LZ4's fast mode, where the client has the setting:
 that is librdkafka's and kafka-python's default, while Java (and so kproducer) and aiokafka
@@ -42,15 +46,17 @@ class Scenario:
     idempotence: bool = False
     compression: str = "none"
     compression_level: int | None = None   # None: each client's default for the codec
+    commit_every: int = 0        # > 0: a transaction per this many records (read_committed)
     varies: str = "base"         # the dimension this scenario changes, for the table
 
     def describe(self) -> str:
         size = (f"{self.value_size} B" if self.value_size < 1024
                 else f"{self.value_size // 1024} KiB")
         level = "" if self.compression_level is None else f" level {self.compression_level}"
+        txn = f", a transaction per {self.commit_every:,} records" if self.commit_every else ""
         return (f"{size}, {'keyed' if self.keyed else 'unkeyed'}, acks={self.acks}, "
                 f"idempotence {'on' if self.idempotence else 'off'}, "
-                f"compression {self.compression}{level}")
+                f"compression {self.compression}{level}{txn}")
 
     def as_dict(self) -> dict:
         return {**asdict(self), "description": self.describe()}
@@ -66,6 +72,7 @@ PRODUCER_SCENARIOS = (
     Scenario("lz4", compression="lz4", compression_level=1, varies="compression"),
     Scenario("zstd", compression="zstd", varies="compression"),
     Scenario("unkeyed", keyed=False, varies="keying"),
+    Scenario("transactional", acks="all", idempotence=True, commit_every=10_000, varies="transactions"),
 )
 SPARK = "spark"
 MICRO = "micro"

@@ -19,12 +19,13 @@ MAX_REPORTED = 5
 
 
 def check_topic(bootstrap: str, topic: str, expected: int, *, warmups: int = 1,
-                warmup_value: bytes = b"warm-up", timeout: float | None = None) -> dict:
+                warmup_value: bytes = b"warm-up", timeout: float | None = None,
+                consumer_config: dict | None = None) -> dict:
     """Returns ``{"ok", "read", "error", "seconds"}``; ``error`` says what is wrong."""
     started = time.monotonic()
     timeout = timeout if timeout is not None else 60.0 + expected / 20_000
     deadline = started + timeout
-    consumer = verifying_consumer(bootstrap, "kproducer-bench-verify")
+    consumer = verifying_consumer(bootstrap, "kproducer-bench-verify", consumer_config)
     seen = bytearray(expected)
     duplicates: list[int] = []
     out_of_range: list[int] = []

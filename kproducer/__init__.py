@@ -18,5 +18,7 @@ del _zipimport
 from kproducer._accumulator import RecordFuture, RecordMetadata  # noqa: E402
 from kproducer.errors import KafkaError, KafkaTimeoutError  # noqa: E402
 from kproducer.producer import Producer  # noqa: E402
+from kproducer.transactions import PreparedTransaction  # noqa: E402
 
-__all__ = ["KafkaError", "KafkaTimeoutError", "Producer", "RecordFuture", "RecordMetadata", "__version__"]
+__all__ = ["KafkaError", "KafkaTimeoutError", "PreparedTransaction", "Producer", "RecordFuture",
+           "RecordMetadata", "__version__"]

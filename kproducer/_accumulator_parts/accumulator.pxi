@@ -739,6 +739,22 @@ cdef class RecordAccumulator:
             self._release()
         return n
 
+    def partitions_with_batches(self):
+        """(topic, partition) of every non-empty queue (the transactional producer adds
+        these to its transaction before their batches may be drained)."""
+        cdef list out = []
+        cdef _TopicState st
+        cdef int32_t p
+        self._acquire()
+        try:
+            for st in self._topics.values():
+                for p in range(st.num_partitions):
+                    if st.queues[p]:
+                        out.append((st.topic, p))
+        finally:
+            self._release()
+        return out
+
     def queued_batches(self):
         cdef Py_ssize_t n = 0
         cdef _TopicState st

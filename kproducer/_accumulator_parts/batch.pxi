@@ -105,9 +105,11 @@ cdef class ProducerBatch:
             if st != KP_OK:
                 raise_kp_error(st, NULL, "batch close")
 
-    def finish(self, int64_t producer_id, int producer_epoch, int32_t base_sequence):
-        """Back-patches producer id, epoch and BaseSequence and the CRC; callable again
-        when a retry needs new values (epoch bump, new producer id)."""
+    def finish(self, int64_t producer_id, int producer_epoch, int32_t base_sequence,
+               bint transactional=False):
+        """Back-patches producer id, epoch and BaseSequence (and the transactional
+        attribute bit) and the CRC; callable again when a retry needs new values (epoch
+        bump, new producer id)."""
         if not self.closed:
             self.close()
         if self.exports:
@@ -115,8 +117,8 @@ cdef class ProducerBatch:
         self.producer_id = producer_id
         self.producer_epoch = <int16_t>producer_epoch
         self.base_sequence = base_sequence
-        st = kp_batch_finish(&self.w, <int16_t>self.codec, producer_id, <int16_t>producer_epoch,
-                             base_sequence)
+        st = kp_batch_finish(&self.w, <int16_t>(self.codec | (KP_ATTR_TRANSACTIONAL if transactional else 0)),
+                             producer_id, <int16_t>producer_epoch, base_sequence)
         if st != KP_OK:
             raise_kp_error(st, NULL, "batch finish")
         self.finished = True

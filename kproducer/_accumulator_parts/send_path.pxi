@@ -28,7 +28,9 @@ cdef class SendPath:
     cdef RecordAccumulator acc
     cdef object slow
     cdef long generation
-    cdef bint needs_python
+    # Settable: a transactional producer routes send() through Python (which raises the
+    # transaction's state error) whenever no transaction is open.
+    cdef public bint needs_python
 
     def __cinit__(self, RecordAccumulator acc, slow, bint needs_python):
         self.acc = acc

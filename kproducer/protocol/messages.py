@@ -392,15 +392,121 @@ SaslAuthenticateResponse = _response("SaslAuthenticateResponse", _v.SASL_AUTHENT
 ])
 
 # --------------------------------------------------------------------------
+# Transactions: FindCoordinator (10), AddPartitionsToTxn (24), AddOffsetsToTxn (25),
+# EndTxn (26), TxnOffsetCommit (28)
+# --------------------------------------------------------------------------
+
+# KeyType: 0 group, 1 transaction. v4 (KIP-699) batches keys.
+FindCoordinatorRequest = _request("FindCoordinatorRequest", _v.FIND_COORDINATOR, "0-4", "3+", [
+    F("Key", "string", "0-3"),
+    F("KeyType", "int8", "1+", default=0),
+    F("CoordinatorKeys", "[]string", "4+"),
+])
+
+FindCoordinatorResponse = _response("FindCoordinatorResponse", _v.FIND_COORDINATOR, "0-4", "3+", [
+    F("ThrottleTimeMs", "int32", "1+", ignorable=True),
+    F("ErrorCode", "int16", "0-3"),
+    F("ErrorMessage", "string", "1-3", nullable="1-3", ignorable=True, default=None),
+    F("NodeId", "int32", "0-3"),
+    F("Host", "string", "0-3"),
+    F("Port", "int32", "0-3"),
+    F("Coordinators", "[]Coordinator", "4+", fields=[
+        F("Key", "string", "4+"),
+        F("NodeId", "int32", "4+"),
+        F("Host", "string", "4+"),
+        F("Port", "int32", "4+"),
+        F("ErrorCode", "int16", "4+"),
+        F("ErrorMessage", "string", "4+", nullable="4+", ignorable=True, default=None),
+    ]),
+])
+
+AddPartitionsToTxnRequest = _request("AddPartitionsToTxnRequest", _v.ADD_PARTITIONS_TO_TXN, "0-3", "3+", [
+    F("V3AndBelowTransactionalId", "string", "0-3"),
+    F("V3AndBelowProducerId", "int64", "0-3"),
+    F("V3AndBelowProducerEpoch", "int16", "0-3"),
+    F("V3AndBelowTopics", "[]AddPartitionsToTxnTopic", "0-3", fields=[
+        F("Name", "string", "0+"),
+        F("Partitions", "[]int32", "0+"),
+    ]),
+])
+
+AddPartitionsToTxnResponse = _response("AddPartitionsToTxnResponse", _v.ADD_PARTITIONS_TO_TXN, "0-3", "3+", [
+    F("ThrottleTimeMs", "int32", "0+", ignorable=True),
+    F("ResultsByTopicV3AndBelow", "[]AddPartitionsToTxnTopicResult", "0-3", fields=[
+        F("Name", "string", "0+"),
+        F("ResultsByPartition", "[]AddPartitionsToTxnPartitionResult", "0+", fields=[
+            F("PartitionIndex", "int32", "0+"),
+            F("PartitionErrorCode", "int16", "0+"),
+        ]),
+    ]),
+])
+
+AddOffsetsToTxnRequest = _request("AddOffsetsToTxnRequest", _v.ADD_OFFSETS_TO_TXN, "0-4", "3+", [
+    F("TransactionalId", "string", "0+"),
+    F("ProducerId", "int64", "0+"),
+    F("ProducerEpoch", "int16", "0+"),
+    F("GroupId", "string", "0+"),
+])
+
+AddOffsetsToTxnResponse = _response("AddOffsetsToTxnResponse", _v.ADD_OFFSETS_TO_TXN, "0-4", "3+", [
+    F("ThrottleTimeMs", "int32", "0+", ignorable=True),
+    F("ErrorCode", "int16", "0+"),
+])
+
+EndTxnRequest = _request("EndTxnRequest", _v.END_TXN, "0-4", "3+", [
+    F("TransactionalId", "string", "0+"),
+    F("ProducerId", "int64", "0+"),
+    F("ProducerEpoch", "int16", "0+"),
+    F("Committed", "bool", "0+"),
+])
+
+EndTxnResponse = _response("EndTxnResponse", _v.END_TXN, "0-4", "3+", [
+    F("ThrottleTimeMs", "int32", "0+", ignorable=True),
+    F("ErrorCode", "int16", "0+"),
+])
+
+TxnOffsetCommitRequest = _request("TxnOffsetCommitRequest", _v.TXN_OFFSET_COMMIT, "0-4", "3+", [
+    F("TransactionalId", "string", "0+"),
+    F("GroupId", "string", "0+"),
+    F("ProducerId", "int64", "0+"),
+    F("ProducerEpoch", "int16", "0+"),
+    F("GenerationId", "int32", "3+", default=-1),
+    F("MemberId", "string", "3+", default=""),
+    F("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+    F("Topics", "[]TxnOffsetCommitRequestTopic", "0+", fields=[
+        F("Name", "string", "0+"),
+        F("Partitions", "[]TxnOffsetCommitRequestPartition", "0+", fields=[
+            F("PartitionIndex", "int32", "0+"),
+            F("CommittedOffset", "int64", "0+"),
+            F("CommittedLeaderEpoch", "int32", "2+", default=-1, ignorable=True),
+            F("CommittedMetadata", "string", "0+", nullable="0+", default=None),
+        ]),
+    ]),
+])
+
+TxnOffsetCommitResponse = _response("TxnOffsetCommitResponse", _v.TXN_OFFSET_COMMIT, "0-4", "3+", [
+    F("ThrottleTimeMs", "int32", "0+", ignorable=True),
+    F("Topics", "[]TxnOffsetCommitResponseTopic", "0+", fields=[
+        F("Name", "string", "0+"),
+        F("Partitions", "[]TxnOffsetCommitResponsePartition", "0+", fields=[
+            F("PartitionIndex", "int32", "0+"),
+            F("ErrorCode", "int16", "0+"),
+        ]),
+    ]),
+])
+
+# --------------------------------------------------------------------------
 # Registries and nested classes
 # --------------------------------------------------------------------------
 
 REQUESTS: Dict[int, Type[Any]] = {c.API_KEY: c for c in (
     ApiVersionsRequest, MetadataRequest, ProduceRequest, InitProducerIdRequest, CreateTopicsRequest,
-    SaslHandshakeRequest, SaslAuthenticateRequest)}
+    SaslHandshakeRequest, SaslAuthenticateRequest, FindCoordinatorRequest, AddPartitionsToTxnRequest,
+    AddOffsetsToTxnRequest, EndTxnRequest, TxnOffsetCommitRequest)}
 RESPONSES: Dict[int, Type[Any]] = {c.API_KEY: c for c in (
     ApiVersionsResponse, MetadataResponse, ProduceResponse, InitProducerIdResponse, CreateTopicsResponse,
-    SaslHandshakeResponse, SaslAuthenticateResponse)}
+    SaslHandshakeResponse, SaslAuthenticateResponse, FindCoordinatorResponse,
+    AddPartitionsToTxnResponse, AddOffsetsToTxnResponse, EndTxnResponse, TxnOffsetCommitResponse)}
 
 #: Every nested struct class by its Kafka name (``"MetadataResponsePartition"``).
 STRUCTS: Dict[str, Type[Any]] = {}
@@ -416,6 +522,9 @@ PartitionProduceData = STRUCTS["PartitionProduceData"]
 CreatableTopic = STRUCTS["CreatableTopic"]
 CreatableReplicaAssignment = STRUCTS["CreatableReplicaAssignment"]
 CreatableTopicConfig = STRUCTS["CreatableTopicConfig"]
+AddPartitionsToTxnTopic = STRUCTS["AddPartitionsToTxnTopic"]
+TxnOffsetCommitRequestTopic = STRUCTS["TxnOffsetCommitRequestTopic"]
+TxnOffsetCommitRequestPartition = STRUCTS["TxnOffsetCommitRequestPartition"]
 
 
 def request_class(api_key: int):

@@ -20,6 +20,11 @@ API_VERSIONS = 18
 CREATE_TOPICS = 19
 INIT_PRODUCER_ID = 22
 SASL_AUTHENTICATE = 36
+FIND_COORDINATOR = 10
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+TXN_OFFSET_COMMIT = 28
 
 API_NAMES: Dict[int, str] = {
     PRODUCE: "Produce",
@@ -29,6 +34,11 @@ API_NAMES: Dict[int, str] = {
     CREATE_TOPICS: "CreateTopics",
     INIT_PRODUCER_ID: "InitProducerId",
     SASL_AUTHENTICATE: "SaslAuthenticate",
+    FIND_COORDINATOR: "FindCoordinator",
+    ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn",
+    ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
+    END_TXN: "EndTxn",
+    TXN_OFFSET_COMMIT: "TxnOffsetCommit",
 }
 
 # What kproducer implements, {api_key: (min, max)} inclusive.
@@ -38,6 +48,8 @@ API_NAMES: Dict[int, str] = {
 #    and the newest whose layouts differ only by fields we decode.
 #  - Produce 11 / InitProducerId 5 are the last versions before KIP-890 part 2
 #    changes transactional semantics (Produce 12 implies AddPartitionsToTxn).
+#  - The transaction APIs stop where KIP-890 part 2 begins (AddPartitionsToTxn 4+ is
+#    broker-to-broker; EndTxn 5 and TxnOffsetCommit 5 go with Produce 12).
 #  - SaslHandshake starts at 1: version 0 sends the SASL tokens as bare frames
 #    instead of SaslAuthenticate requests (brokers before Kafka 1.0, KIP-152).
 SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
@@ -48,6 +60,11 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     INIT_PRODUCER_ID: (0, 5),
     SASL_HANDSHAKE: (1, 1),
     SASL_AUTHENTICATE: (0, 2),
+    FIND_COORDINATOR: (0, 4),
+    ADD_PARTITIONS_TO_TXN: (0, 3),
+    ADD_OFFSETS_TO_TXN: (0, 4),
+    END_TXN: (0, 4),
+    TXN_OFFSET_COMMIT: (0, 4),
 }
 
 

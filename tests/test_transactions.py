@@ -1,0 +1,389 @@
+"""Transactions against the real broker.
+
+What a read_committed consumer sees is checked with confluent-kafka; what was aborted is
+checked on the log itself with kproducer.testing.txnlog (Tansu never sends the
+AbortedTransactions list, so a read_committed consumer on it still shows aborted records).
+What crossed the wire, and in which order, is read from the fault proxy's request log.
+"""
+
+from __future__ import annotations
+
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kproducer import Producer
+from kproducer.errors import (ConfigError, InvalidTxnStateError, KafkaError, ProducerFencedError,
+                              TransactionAbortableError, TransactionAbortedError, TransactionTimeoutError)
+from kproducer.protocol import messages as m
+from kproducer.protocol import versions as v
+from kproducer.protocol.primitives import Reader
+from kproducer.testing.readback import read_back
+from kproducer.testing.txnlog import committed_view
+from kproducer.transactions import PreparedTransaction
+
+READ_COMMITTED = {"isolation.level": "read_committed"}
+
+
+def txn_producer(bootstrap, tid, **kw):
+    p = Producer(bootstrap_servers=bootstrap, transactional_id=tid, **kw)
+    p.init_transactions(timeout=20)
+    return p
+
+
+def committed_values(bootstrap, topic):
+    return {p: [msg.value for msg in msgs] for p, msgs in
+            read_back(bootstrap, topic, consumer_config=READ_COMMITTED, timeout=30).items() if msgs}
+
+
+def view_values(view):
+    return {p: [r.value for r in rs] for p, rs in view.records.items() if rs}
+
+
+# -- commit, abort ------------------------------------------------------------------------
+
+def test_commit_is_atomic_across_partitions_and_topics(broker):
+    broker.create_topic("ta", 3)
+    broker.create_topic("tb", 2)
+    p = txn_producer(broker.bootstrap, "commit-1")
+    try:
+        p.begin_transaction()
+        expect = {"ta": {}, "tb": {}}
+        for i in range(300):
+            topic = "ta" if i % 2 else "tb"
+            part = (i // 2) % (3 if topic == "ta" else 2)
+            value = f"{topic}-{i}".encode()
+            p.send(topic, value, key=b"k%d" % i, partition=part)
+            expect[topic].setdefault(part, []).append(value)
+        p.flush(timeout=20)
+        # Sent and acknowledged, not committed: a read_committed reader sees nothing.
+        for topic in ("ta", "tb"):
+            assert all(not vals for vals in committed_values(broker.bootstrap, topic).values())
+            assert sum(len(r) for r in committed_view(broker.bootstrap, topic).open.values()) == \
+                sum(len(vs) for vs in expect[topic].values())
+        p.commit_transaction(timeout=20)
+        for topic in ("ta", "tb"):
+            assert committed_values(broker.bootstrap, topic) == expect[topic]
+            view = committed_view(broker.bootstrap, topic)
+            assert view_values(view) == expect[topic]
+            assert not any(view.open.values()) and not any(view.aborted.values())
+            # One commit marker per partition the transaction wrote, all transactional batches.
+            assert sorted(mk[0] for mk in view.markers if mk[3] == "commit") == sorted(expect[topic])
+            assert view.transactional_batches >= len(expect[topic])
+    finally:
+        p.close()
+
+
+def test_abort_discards_records_and_a_new_transaction_commits(broker):
+    broker.create_topic("t", 2)
+    # A long linger: records stay queued until a flush, a commit or an abort.
+    p = txn_producer(broker.bootstrap, "abort-1", linger_ms=60000)
+    try:
+        p.begin_transaction()
+        sent = [p.send("t", b"gone-%d" % i, partition=i % 2) for i in range(50)]
+        p.flush(timeout=20)
+        assert all(f.exception(timeout=0) is None for f in sent)
+        p.abort_transaction(timeout=20)
+        # Records still queued at the abort never leave: their futures fail.
+        p.begin_transaction()
+        unsent = [p.send("t", b"unsent-%d" % i, partition=0) for i in range(5)]
+        p.abort_transaction(timeout=20)
+        for f in unsent:
+            assert isinstance(f.exception(timeout=5), TransactionAbortedError)
+        p.begin_transaction()
+        for i in range(20):
+            p.send("t", b"kept-%d" % i, partition=i % 2)
+        p.commit_transaction(timeout=20)
+    finally:
+        p.close()
+    expect = {q: [b"kept-%d" % i for i in range(20) if i % 2 == q] for q in range(2)}
+    view = committed_view(broker.bootstrap, "t")
+    assert view_values(view) == expect
+    aborted = {r.value for rs in view.aborted.values() for r in rs}
+    assert aborted == {b"gone-%d" % i for i in range(50)}
+    assert sorted(mk[3] for mk in view.markers) == ["abort", "abort", "commit", "commit"]
+    # The read_committed consumer agrees on what it can tell (Tansu would also show the
+    # aborted records to it: no AbortedTransactions list), so compare the committed part.
+    got = committed_values(broker.bootstrap, "t")
+    assert {q: [x for x in vals if not x.startswith(b"gone")] for q, vals in got.items()} == expect
+
+
+def test_send_offsets_to_transaction(broker):
+    broker.create_topic("t", 1)
+    p = txn_producer(broker.bootstrap, "offsets-1")
+    try:
+        p.begin_transaction()
+        p.send("t", b"x", partition=0)
+        p.send_offsets_to_transaction({("in", 0): 42, ("in", 1): (7, "meta")}, "group-1", timeout=20)
+        p.commit_transaction(timeout=20)
+        assert committed_values(broker.bootstrap, "t") == {0: [b"x"]}
+        with pytest.raises(InvalidTxnStateError, match="no open transaction"):
+            p.send_offsets_to_transaction({("in", 0): 43}, "group-1")
+        p.begin_transaction()
+        with pytest.raises(ValueError, match="offset -1"):
+            p.send_offsets_to_transaction({("in", 0): -1}, "group-1")
+        with pytest.raises(TypeError, match="group id"):
+            p.send_offsets_to_transaction({("in", 0): 1}, {"member_id": "m"})
+        p.abort_transaction(timeout=20)
+    finally:
+        p.close()
+
+
+# -- what goes over the wire --------------------------------------------------------------
+
+def _request_body(frame: bytes, cls):
+    """Decode a logged request frame (size prefix, header v1/v2, body) with its schema."""
+    r = Reader(frame, 4)
+    _api, version, _cid = r.int16("api_key"), r.int16("api_version"), r.int32("correlation_id")
+    r.nullable_string("client_id")                   # always int16-length
+    if cls.SCHEMA.is_flexible(version):
+        r.skip_tagged_fields("header")
+    return cls.SCHEMA.decode_body(r, version, strict=True)
+
+
+def test_partitions_are_added_before_their_first_batch_is_sent(proxied_broker):
+    broker, proxy = proxied_broker
+    broker.create_topic("t", 4)
+    proxy.record_requests(keep_frames={v.PRODUCE, v.ADD_PARTITIONS_TO_TXN})
+    p = txn_producer(proxy.bootstrap, "wire-1")
+    try:
+        p.begin_transaction()
+        for part in (0, 1):
+            p.send("t", b"a", partition=part)
+        p.flush(timeout=20)
+        for part in (1, 2, 3):       # 1 is in the transaction already, 2 and 3 are new
+            p.send("t", b"b", partition=part)
+        p.commit_transaction(timeout=20)
+    finally:
+        p.close()
+    added, adds = set(), 0
+    acked_adds = {}
+    for direction, _conn, api, cid, frame in proxy.requests_log():
+        if api == v.ADD_PARTITIONS_TO_TXN and direction == "request":
+            req = _request_body(frame, m.AddPartitionsToTxnRequest)
+            acked_adds[cid] = {(t.name, p) for t in req.v3_and_below_topics for p in t.partitions}
+            adds += 1
+        elif api == v.ADD_PARTITIONS_TO_TXN and direction == "response":
+            added |= acked_adds.pop(cid)
+        elif api == v.PRODUCE and direction == "request":
+            req = _request_body(frame, m.ProduceRequest)
+            assert req.transactional_id == "wire-1"
+            sent = {(t.name, pd.index) for t in req.topic_data for pd in t.partition_data}
+            assert sent <= added, f"Produce for {sorted(sent - added)} before AddPartitionsToTxn answered"
+    # Batched as Java does: one request for {0, 1}, one for {2, 3} (1 is not asked again).
+    assert adds == 2 and added == {("t", 0), ("t", 1), ("t", 2), ("t", 3)}
+    assert view_values(committed_view(broker.bootstrap, "t")) == {0: [b"a"], 1: [b"a", b"b"], 2: [b"b"], 3: [b"b"]}
+
+
+# -- fencing ------------------------------------------------------------------------------
+
+def test_a_second_instance_fences_the_first_and_aborts_its_transaction(broker):
+    broker.create_topic("t", 2)
+    old = txn_producer(broker.bootstrap, "fence-1")
+    try:
+        old.begin_transaction()
+        old.send("t", b"old-open", partition=0)
+        old.flush(timeout=20)
+        new = txn_producer(broker.bootstrap, "fence-1")      # fences old, aborts its transaction
+        try:
+            assert new.metrics()["producer_epoch"] == old.metrics()["producer_epoch"] + 1
+            fut = old.send("t", b"old-late", partition=0)
+            assert isinstance(fut.exception(timeout=20), ProducerFencedError)
+            with pytest.raises(ProducerFencedError):
+                old.commit_transaction(timeout=20)
+            # Fatal: every later call says so.
+            for call in (lambda: old.send("t", b"x"), old.begin_transaction,
+                         lambda: old.abort_transaction(timeout=5)):
+                with pytest.raises(ProducerFencedError):
+                    call()
+            new.begin_transaction()
+            new.send("t", b"new", partition=1)
+            new.commit_transaction(timeout=20)
+        finally:
+            new.close()
+    finally:
+        old.close()
+    view = committed_view(broker.bootstrap, "t")
+    assert view.values() == [b"new"]
+    assert [r.value for r in view.aborted[0]] == [b"old-open"]
+
+
+# -- two-phase commit ---------------------------------------------------------------------
+
+_CHILD = textwrap.dedent("""
+    import os, pickle, sys, time
+    from kproducer import Producer
+    p = Producer(bootstrap_servers=sys.argv[1], transactional_id=sys.argv[2])
+    p.init_transactions(timeout=20)
+    p.begin_transaction()
+    for i in range(int(sys.argv[3])):
+        p.send("t", b"2pc-%d" % i, partition=i % 3)
+    prepared = p.prepare_transaction(timeout=20)
+    sys.stdout.buffer.write(pickle.dumps(prepared).hex().encode() + b"\\n")
+    sys.stdout.flush()
+    time.sleep(600)          # killed with SIGKILL by the test
+""")
+
+
+def _prepare_in_child(bootstrap, tid, n):
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, bootstrap, tid, str(n)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        line = child.stdout.readline()
+        assert line, child.stderr.read().decode()
+        prepared = pickle.loads(bytes.fromhex(line.decode().strip()))
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    assert child.returncode == -signal.SIGKILL
+    return prepared
+
+
+def test_a_prepared_transaction_is_completed_by_another_process(broker):
+    broker.create_topic("t", 3)
+    prepared = _prepare_in_child(broker.bootstrap, "2pc-1", 300)
+    assert isinstance(prepared, PreparedTransaction) and prepared.transactional_id == "2pc-1"
+    # Prepared, child dead, nothing readable yet.
+    assert sum(len(rs) for rs in committed_view(broker.bootstrap, "t").open.values()) == 300
+    assert all(not vals for vals in committed_values(broker.bootstrap, "t").values())
+    with Producer(bootstrap_servers=broker.bootstrap) as q:
+        q.complete_transaction(prepared, commit=True, timeout=20)
+        q.complete_transaction(prepared, commit=True, timeout=20)      # harmless
+    expect = {p: [b"2pc-%d" % i for i in range(300) if i % 3 == p] for p in range(3)}
+    assert committed_values(broker.bootstrap, "t") == expect
+    view = committed_view(broker.bootstrap, "t")
+    assert view_values(view) == expect and len(view.markers) == 3
+
+
+def test_a_prepared_transaction_can_be_aborted_elsewhere_and_a_fenced_one_is_refused(broker):
+    broker.create_topic("t", 3)
+    prepared = _prepare_in_child(broker.bootstrap, "2pc-2", 30)
+    with Producer(bootstrap_servers=broker.bootstrap) as q:
+        q.complete_transaction(prepared, commit=False, timeout=20)
+    assert committed_view(broker.bootstrap, "t").values() == []
+    # A newer instance of the id fences what an older one prepared.
+    fenced = _prepare_in_child(broker.bootstrap, "2pc-3", 30)
+    txn_producer(broker.bootstrap, "2pc-3").close()
+    with Producer(bootstrap_servers=broker.bootstrap, request_timeout_ms=2000) as q:
+        # Kafka answers PRODUCER_FENCED; Tansu closes the connection on an EndTxn with a
+        # stale epoch instead, so there the call gives up with the connection error.
+        with pytest.raises((ProducerFencedError, TransactionTimeoutError)):
+            q.complete_transaction(fenced, commit=True, timeout=5)
+    view = committed_view(broker.bootstrap, "t")
+    assert view.values() == [] and sum(len(rs) for rs in view.aborted.values()) == 60
+
+
+# -- faults -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("api,on", [(v.END_TXN, "response"), (v.END_TXN, "request"),
+                                    (v.ADD_PARTITIONS_TO_TXN, "response"),
+                                    (v.ADD_PARTITIONS_TO_TXN, "request")])
+def test_a_lost_coordinator_answer_commits_exactly_once(proxied_broker, api, on):
+    broker, proxy = proxied_broker
+    broker.create_topic("t", 2)
+    p = txn_producer(proxy.bootstrap, f"fault-{api}-{on}", request_timeout_ms=3000)
+    try:
+        p.begin_transaction()
+        for i in range(100):
+            p.send("t", b"f-%d" % i, partition=i % 2)
+        proxy.cut_on_api(api, on=on)
+        p.commit_transaction(timeout=30)
+        assert proxy.stats()["api_cuts"] == 1
+        p.begin_transaction()
+        p.send("t", b"after", partition=0)
+        p.commit_transaction(timeout=30)
+    finally:
+        p.close()
+    expect = {q: [b"f-%d" % i for i in range(100) if i % 2 == q] for q in range(2)}
+    expect[0].append(b"after")
+    assert view_values(committed_view(broker.bootstrap, "t")) == expect
+    assert committed_values(broker.bootstrap, "t") == expect
+
+
+def test_a_failed_record_makes_the_transaction_abortable(proxied_broker):
+    broker, proxy = proxied_broker
+    broker.create_topic("t", 1)
+    p = txn_producer(proxy.bootstrap, "abortable-1", delivery_timeout_ms=1500, request_timeout_ms=1000,
+                     linger_ms=0)
+    try:
+        p.begin_transaction()
+        p.send("t", b"ok", partition=0).result(20)
+        epoch = p.metrics()["producer_epoch"]
+        proxy.stall(True)                       # the next record expires (delivery.timeout.ms)
+        bad = p.send("t", b"bad", partition=0)
+        with pytest.raises(TransactionAbortableError, match="must be aborted"):
+            p.commit_transaction(timeout=20)
+        assert bad.exception(timeout=20) is not None
+        with pytest.raises(TransactionAbortableError):
+            p.send("t", b"more")
+        with pytest.raises(TransactionAbortableError):
+            p.commit_transaction(timeout=5)
+        proxy.stall(False)
+        p.abort_transaction(timeout=20)
+        # A sequenced batch failed: the next transaction runs at a new epoch.
+        assert p.metrics()["producer_epoch"] == epoch + 1
+        p.begin_transaction()
+        p.send("t", b"fine", partition=0)
+        p.commit_transaction(timeout=20)
+    finally:
+        p.close()
+    view = committed_view(broker.bootstrap, "t")
+    assert view.values() == [b"fine"] and b"ok" in {r.value for rs in view.aborted.values() for r in rs}
+
+
+# -- call order ---------------------------------------------------------------------------
+
+def test_calls_in_the_wrong_order_raise_clear_errors(broker):
+    broker.create_topic("t", 1)
+    p = Producer(bootstrap_servers=broker.bootstrap, transactional_id="order-1")
+    try:
+        with pytest.raises(InvalidTxnStateError, match="init_transactions"):
+            p.begin_transaction()
+        with pytest.raises(InvalidTxnStateError, match="UNINITIALIZED"):
+            p.send("t", b"x")
+        p.init_transactions(timeout=20)
+        with pytest.raises(InvalidTxnStateError, match="already initialized"):
+            p.init_transactions(timeout=20)
+        with pytest.raises(InvalidTxnStateError, match="begin_transaction"):
+            p.send("t", b"x")
+        with pytest.raises(InvalidTxnStateError, match="begin_transaction"):
+            p.send_many("t", [b"x"])
+        with pytest.raises(InvalidTxnStateError, match="no open transaction"):
+            p.commit_transaction(timeout=5)
+        with pytest.raises(InvalidTxnStateError, match="no open transaction"):
+            p.abort_transaction(timeout=5)
+        with pytest.raises(InvalidTxnStateError, match="no open transaction"):
+            p.prepare_transaction(timeout=5)
+        p.begin_transaction()
+        with pytest.raises(InvalidTxnStateError, match="already open"):
+            p.begin_transaction()
+        res = p.send_many("t", [b"a", b"b"], partition=0)
+        prepared = p.prepare_transaction(timeout=20)
+        assert res.acked == 2
+        with pytest.raises(InvalidTxnStateError, match="PREPARED"):
+            p.send("t", b"x")
+        p.complete_transaction(prepared, commit=True, timeout=20)      # its own: finishes it
+        p.begin_transaction()
+        p.commit_transaction(timeout=20)       # nothing sent: ends locally
+    finally:
+        p.close()
+    assert committed_values(broker.bootstrap, "t") == {0: [b"a", b"b"]}
+    with Producer(bootstrap_servers=broker.bootstrap) as plain:
+        with pytest.raises(InvalidTxnStateError, match="transactional.id"):
+            plain.begin_transaction()
+        with pytest.raises(TypeError, match="PreparedTransaction"):
+            plain.complete_transaction(("id", 1, 0))
+
+
+def test_config_refuses_transactions_without_idempotence():
+    with pytest.raises(ConfigError, match="transactional.id.*enable.idempotence"):
+        Producer(bootstrap_servers="127.0.0.1:1", transactional_id="x", enable_idempotence=False)
+
+
+def test_prepared_transaction_pickles():
+    prep = PreparedTransaction("id-1", 7, 3)
+    assert pickle.loads(pickle.dumps(prep)) == prep
