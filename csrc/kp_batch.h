@@ -49,6 +49,14 @@
 /* Bytes before Length that Length does not count (BaseOffset + Length). */
 #define KP_BATCH_LOG_OVERHEAD 12
 
+/* The most one record adds to its key, value and header bytes in a batch of its own:
+ * Length varint 5, Attributes 1, TimestampDelta 1, OffsetDelta 1, KeyLength 5,
+ * ValueLength 5, HeadersCount 1 (fewer than 64 headers), 2 spare. With
+ * KP_BATCH_HEADER_SIZE it is the size the producer checks a record against
+ * max.request.size and buffer.memory with (each header adds its key, value and 10). */
+#define KP_RECORD_MAX_FRAMING 21
+#define KP_HEADER_MAX_FRAMING 10
+
 #define KP_BATCH_MAGIC 2
 #define KP_ATTR_COMPRESSION_MASK 0x07
 #define KP_ATTR_TIMESTAMP_TYPE 0x08

@@ -11,6 +11,8 @@
 #include "kp_buf.h"
 
 #define KP_FRAME_SIZE_BYTES 4
+/* The largest frame a receiver takes by default: Kafka's socket.request.max.bytes. */
+#define KP_FRAME_DEFAULT_MAX_SIZE (100 * 1024 * 1024)
 
 typedef struct kp_frame_rx {
     uint8_t size_bytes[KP_FRAME_SIZE_BYTES];

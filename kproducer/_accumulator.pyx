@@ -22,7 +22,6 @@ from cpython.unicode cimport PyUnicode_Check
 from cpython.long cimport PyLong_CheckExact
 from cpython.number cimport PyIndex_Check
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uintptr_t
-from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 from libc.stdlib cimport calloc, free
 
 from cpython.ref cimport PyObject
@@ -32,21 +31,17 @@ from kproducer._cdefs.buf cimport kp_buf_resize
 from kproducer._cdefs.murmur2 cimport kp_murmur2_partition
 from kproducer._codec cimport _HeaderScratch, raise_kp_error
 
-cdef extern from "Python.h":
-    object PySequence_Fast(object o, const char *m)
-    Py_ssize_t PySequence_Fast_GET_SIZE(object o)
-    PyObject **PySequence_Fast_ITEMS(object o)
-    bint _bytes_check_exact "PyBytes_CheckExact"(PyObject *o)
-    char *_bytes_data "PyBytes_AS_STRING"(PyObject *o)
-    Py_ssize_t _bytes_size "PyBytes_GET_SIZE"(PyObject *o)
+include "_record_common.pxi"
 
 import logging
 import os
+import random
 import threading
 import time
 from collections import deque, namedtuple
 
 from kproducer import compression as _compression
+from kproducer.backoff import ExponentialBackoff
 from kproducer.errors import KafkaError, KafkaTimeoutError, RecordTooLargeError
 
 log = logging.getLogger("kproducer")
@@ -64,21 +59,14 @@ cdef enum:
     APPENDED = 1
     FILLED = 2
     NEED_GROWTH = 3     # the open batch must grow and the pool has not the bytes yet
-    # A record batch v2 header plus the worst-case record framing, for pool estimates.
-    RECORD_OVERHEAD = 61 + 21
-    # Rough per-header framing allowance for pool estimates.
-    HEADER_OVERHEAD = 64
+    # A record in a batch of its own is at most its key, value and header bytes plus this
+    # (csrc/kp_batch.h): what max.request.size and buffer.memory are checked against.
+    RECORD_OVERHEAD = KP_BATCH_HEADER_SIZE + KP_RECORD_MAX_FRAMING
     # The smallest first capacity (and pool charge) of a new batch when batch.size is
     # larger and the pool is short: Java's default batch.size.
     BATCH_START_BYTES = 16384
     # How many new batches can start at batch.size before the pool counts as short.
     BATCH_START_SHARE = 16
-
-
-cdef inline int64_t now_ms() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
 def wall_clock_ms():
@@ -93,5 +81,6 @@ include "_accumulator_parts/record_args.pxi"
 include "_accumulator_parts/columns.pxi"
 include "_accumulator_parts/pool.pxi"
 include "_accumulator_parts/batch.pxi"
+include "_accumulator_parts/partitioner.pxi"
 include "_accumulator_parts/accumulator.pxi"
 include "_accumulator_parts/send_path.pxi"

@@ -24,7 +24,6 @@ from kproducer._cdefs.buf cimport *
 from kproducer._cdefs.batch cimport *
 from kproducer._cdefs.frame cimport *
 
-import time as _time
 
 from kproducer.errors import CodecError, CorruptRecordError, FrameError
 from kproducer.records import DecodedBatch, Record
@@ -38,20 +37,18 @@ cdef extern from "Python.h":
     PyObject *_tuple_item "PyTuple_GET_ITEM"(PyObject *o, Py_ssize_t i)
     bint _list_check_exact "PyList_CheckExact"(PyObject *o)
     Py_ssize_t _list_size "PyList_GET_SIZE"(PyObject *o)
-    bint _bytes_check_exact "PyBytes_CheckExact"(PyObject *o)
-    char *_bytes_data "PyBytes_AS_STRING"(PyObject *o)
-    Py_ssize_t _bytes_size "PyBytes_GET_SIZE"(PyObject *o)
     bint _long_check_exact "PyLong_CheckExact"(PyObject *o)
     # The output bytes object of an uncompressed batch, built in place (no final copy).
     PyObject *_bytes_new "PyBytes_FromStringAndSize"(const char *s, Py_ssize_t n)
     int _bytes_resize "_PyBytes_Resize"(PyObject **b, Py_ssize_t n) except -1
     void _xdecref "Py_XDECREF"(PyObject *o)
-    object PySequence_Fast(object o, const char *m)
-    Py_ssize_t PySequence_Fast_GET_SIZE(object o)
-    PyObject **PySequence_Fast_ITEMS(object o)
+
+include "_record_common.pxi"
 
 # Largest frame the receiver accepts by default (Kafka's socket.request.max.bytes).
-DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+DEFAULT_MAX_FRAME_SIZE = KP_FRAME_DEFAULT_MAX_SIZE
+# The record batch v2 header, before the Records section (csrc/kp_batch.h).
+BATCH_HEADER_SIZE = KP_BATCH_HEADER_SIZE
 
 
 # ---- the one place where C status codes become Python exceptions ---------
@@ -239,17 +236,6 @@ def decode_varlong(data, Py_ssize_t pos=0):
 
 
 # ---- record batch v2 --------------------------------------------------------
-
-cdef inline bint _exact_int64(PyObject *o, int64_t *out) noexcept:
-    """An exact int to int64 through Cython's conversion, which reads small ints' digits
-    inline (PyLong_AsLong's generic loop was a tenth of encode_batch's per-record time).
-    False, with no exception set, when it does not fit."""
-    try:
-        out[0] = <int64_t><object>o
-        return True
-    except OverflowError:
-        return False
-
 
 cdef int64_t as_int64(object v, str field, Py_ssize_t index) except? -1:
     cdef int64_t r
@@ -439,7 +425,7 @@ def encode_batch(records, *, compression="none", compression_level=None,
     cdef PyObject *ts_obj
     cdef PyObject *hdrs
     cdef PyObject *none = <PyObject *>None
-    cdef int64_t now_ms = -1, ts
+    cdef int64_t now = -1, ts
     cdef const uint8_t *kptr
     cdef const uint8_t *vptr
     cdef int64_t klen, vlen
@@ -490,9 +476,9 @@ def encode_batch(records, *, compression="none", compression_level=None,
                     if not _exact_int64(ts_obj, &ts):
                         raise OverflowError(f"record {i}: timestamp_ms {<object>ts_obj} does not fit int64")
                 elif ts_obj == none:
-                    if now_ms < 0:
-                        now_ms = <int64_t>(_time.time() * 1000)
-                    ts = now_ms
+                    if now < 0:
+                        now = now_ms()
+                    ts = now
                 else:
                     ts = as_int64(<object>ts_obj, "timestamp_ms", i)
                 hdrs = _tuple_item(rec, 3)
@@ -502,9 +488,9 @@ def encode_batch(records, *, compression="none", compression_level=None,
                     nh = scratch.fill(<object>hdrs, i)
                     hitems = scratch.items
             elif tlen == 2:
-                if now_ms < 0:
-                    now_ms = <int64_t>(_time.time() * 1000)
-                ts = now_ms
+                if now < 0:
+                    now = now_ms()
+                ts = now
             else:
                 raise TypeError(f"record {i}: expected 2 or 4 fields (key, value[, timestamp_ms, headers]), got {tlen}")
             key = _tuple_item(rec, 0)

@@ -24,6 +24,7 @@ from libc.limits cimport INT_MAX
 from kproducer._cdefs.common cimport *
 from kproducer._cdefs.selector cimport *
 from kproducer._cdefs.tls cimport *
+from kproducer._cdefs.frame cimport KP_FRAME_DEFAULT_MAX_SIZE
 
 import errno as _errno
 import math as _math
@@ -33,7 +34,7 @@ from collections import namedtuple
 from kproducer.errors import ConfigError, NetworkError
 
 # Largest frame a Selector accepts by default (Kafka's socket.request.max.bytes).
-DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+DEFAULT_MAX_FRAME_SIZE = KP_FRAME_DEFAULT_MAX_SIZE
 # Bytes read from one connection per poll at most, and per recv(2) call.
 READ_BUDGET = KP_SEL_READ_BUDGET
 READ_CHUNK = KP_SEL_READ_CHUNK

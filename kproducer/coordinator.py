@@ -16,7 +16,7 @@ import threading
 import time
 
 from kproducer.errors import KafkaError, TransactionTimeoutError
-from kproducer.network import ExponentialBackoff
+from kproducer.backoff import ExponentialBackoff
 from kproducer.protocol import messages as m
 from kproducer.protocol import versions as v
 from kproducer.protocol.errors_table import ErrorCode, broker_error

@@ -45,7 +45,6 @@ later update shows the topic without them.
 
 from __future__ import annotations
 
-import math
 import random
 import threading
 import time
@@ -53,6 +52,7 @@ import uuid
 from types import MappingProxyType
 from typing import Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
 
+from .backoff import ExponentialBackoff
 from .errors import KafkaError
 from .protocol.errors_table import ErrorCode, broker_error, is_invalid_metadata
 
@@ -324,31 +324,6 @@ class MetadataRequestPlan(NamedTuple):
     partial: bool
 
 
-class _Backoff:
-    """Java's ``ExponentialBackoff``: ``initial * 2**attempts`` capped at ``max``, with jitter."""
-
-    __slots__ = ("initial", "max", "jitter", "_exp_max", "_rng")
-
-    def __init__(self, initial_ms: int, max_ms: int, jitter: float, rng):
-        self.initial = max(0, int(initial_ms))
-        self.max = max(self.initial, int(max_ms))
-        self.jitter = jitter
-        self._rng = rng
-        self._exp_max = 0
-        if self.max > self.initial:
-            self._exp_max = math.log2(self.max / max(self.initial, 1))
-
-    def backoff(self, attempts: int) -> int:
-        if self._exp_max == 0:
-            return self.initial
-        # Past the exponent that reaches the cap, use the cap itself: 100 * 2**log2(10)
-        # is 999.99..., which would truncate to 999.
-        term = self.initial * 2.0 ** attempts if attempts < self._exp_max else float(self.max)
-        if self.jitter > 0:
-            term *= self._rng.uniform(1 - self.jitter, 1 + self.jitter)
-        return min(int(term), self.max)
-
-
 class Metadata:
     """Thread-safe holder of the current :class:`Cluster` (Java's ``ProducerMetadata``).
 
@@ -374,8 +349,8 @@ class Metadata:
         self.metadata_max_idle_ms = int(metadata_max_idle_ms)
         self.retry_backoff_ms = int(retry_backoff_ms)
         self.retry_backoff_max_ms = int(retry_backoff_max_ms)
-        self._backoff = _Backoff(retry_backoff_ms, retry_backoff_max_ms, retry_backoff_jitter,
-                                 rng or random.Random())
+        self._backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, retry_backoff_jitter,
+                                           rng or random.Random())
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._cluster: Cluster = cluster if cluster is not None else Cluster()

@@ -31,6 +31,7 @@ from typing import Callable, Optional
 
 from kproducer import codec
 from kproducer._net import Selector
+from kproducer.backoff import ExponentialBackoff  # noqa: F401 (also re-exported: its old home)
 from kproducer.errors import (AuthenticationError, KafkaError, KafkaTimeoutError, NetworkError,
                               ProtocolError, SslAuthenticationError, UnsupportedVersionError)
 from kproducer.protocol import messages as m
@@ -53,22 +54,6 @@ _SETTING_UP = (CONNECTING, CHECKING_API_VERSIONS, AUTHENTICATING)
 
 def _monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
-
-
-class ExponentialBackoff:
-    """Kafka's ExponentialBackoff: base * 2^attempts, capped, with +/-20 % jitter."""
-
-    def __init__(self, base_ms: int, max_ms: int, jitter: float = 0.2):
-        self.base_ms = max(base_ms, 0)
-        self.max_ms = max(max_ms, base_ms)
-        self.jitter = jitter
-
-    def backoff(self, attempts: int) -> int:
-        if self.base_ms == 0:
-            return 0
-        term = min(self.base_ms * (2 ** min(attempts, 30)), self.max_ms)
-        spread = term * self.jitter
-        return int(min(max(term + random.uniform(-spread, spread), 0), self.max_ms * (1 + self.jitter)))
 
 
 def _is_address(host: str) -> bool:

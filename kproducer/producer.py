@@ -15,24 +15,22 @@ future and its ``on_delivery(err, metadata)`` callback.
 
 from __future__ import annotations
 
-import atexit
-import importlib
 import itertools
 import logging
 import os
-import pickle
-import random
 import threading
 import time
 
 from kproducer._accumulator import (NEED_MEMORY, NEED_METADATA, RecordAccumulator, SendPath,
                                     fork_generation, wall_clock_ms)
+from kproducer import producer_cache
 from kproducer.config import ProducerConfig
 from kproducer.coordinator import TxnResult
 from kproducer.errors import InvalidTxnStateError, KafkaError, KafkaTimeoutError, TransactionTimeoutError
 from kproducer.tls import tls_context
 from kproducer.metadata import Metadata
 from kproducer.network import NetworkClient
+from kproducer.partitioner import custom_partition
 from kproducer.sender import Sender
 from kproducer.transactions import CompleteTxn, PreparedTransaction
 
@@ -103,29 +101,33 @@ class Producer:
             compression_level=cfg.compression_level, buffer_memory=cfg.buffer_memory,
             ignore_keys=cfg.partitioner_ignore_keys, retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms, max_request_size=cfg.max_request_size,
-            wakeup=self._client.wakeup,
-            choose_sticky=self._choose_sticky)
+            wakeup=self._client.wakeup, adaptive=cfg.partitioner_adaptive_partitioning_enable,
+            availability_timeout_ms=cfg.partitioner_availability_timeout_ms)
         addresses = cfg.bootstrap_addresses
         self._metadata.bootstrap(addresses)
         for i, (host, port) in enumerate(addresses):
             self._client.set_node(-(i + 1), host, port)
-        self._rng = random.Random()
         self._sender = Sender(cfg, self._acc, self._metadata, self._client)
         self._sender.start()
-        # send() as a compiled bound method: the per-record path has no Python frame.
-        # It defers to _send_python for serializers, custom partitioners, unknown
-        # metadata, a full pool or a fork.
+        # send() is the compiled SendPath.send bound here (the class's send() below calls the
+        # same): the per-record path has no Python frame. What it cannot do alone (a fork,
+        # serializers, a custom partitioner, waiting for metadata or memory) it hands to
+        # _send_slow.
         needs_python = (self._key_serializer is not None or self._value_serializer is not None
                         or self._custom_partitioner is not None)
         self._txn = self._sender.txn
-        self._send_path = SendPath(self._acc, self._send_python, needs_python or self._txn is not None)
+        self._send_path = SendPath(self._acc, self._send_slow, needs_python or self._txn is not None)
         if self._txn is not None:
+            # Outside an open transaction send() goes through _send_slow, which raises the
+            # transaction's state error.
             path = self._send_path
             self._txn.on_state_change = lambda open_txn: setattr(path, "needs_python",
                                                                   needs_python or not open_txn)
         self.send = self._send_path.send
 
     def _check_fork(self) -> None:
+        if self._closed:
+            return  # a closed producer stays closed in a child; nothing to start
         if fork_generation() != self._generation and os.getpid() != self._pid:
             # The parent's thread does not exist here and its sockets and epoll set are
             # shared with the parent: leave them untouched (never close or shut them down
@@ -146,36 +148,76 @@ class Producer:
         ``on_delivery(err, metadata)`` runs on the I/O thread when the record is
         acknowledged or fails. Blocks only while the topic's metadata is unknown or
         ``buffer.memory`` is full, up to ``max.block.ms``, then raises
-        KafkaTimeoutError. (Each instance binds a compiled version of this method.)
+        KafkaTimeoutError.
 
         A record that can never be sent raises here and is not queued (its future and
         callback are never made): wrong argument types (TypeError), an invalid topic name,
         partition or timestamp (ValueError), a record larger than ``max.request.size`` or
         ``buffer.memory`` (RecordTooLargeError naming its size and the limit; the producer
         checks this itself, as not every broker does), a closed producer (KafkaError).
-        """
-        return self._send_python(topic, value, key, partition, timestamp_ms, headers, on_delivery, None)
 
-    def _send_python(self, topic, value, key, partition, timestamp_ms, headers, on_delivery, why):
+        How it runs: each producer binds ``send`` to its compiled ``SendPath.send``
+        (``_accumulator_parts/send_path.pxi``), which this method calls too. It appends
+        straight into the accumulator, whose ``append`` makes every check of the record;
+        the rest (forks, serializers, a custom partitioner, the waits) is ``_send_slow``.
+        """
+        return self._send_path.send(topic, value, key, partition, timestamp_ms, headers, on_delivery)
+
+    def _send_slow(self, topic, value, key, partition, timestamp_ms, headers, on_delivery, why):
+        """``send()`` beyond the compiled fast path, and the one place where it waits.
+        SendPath.send calls it with ``why=None`` when it tried nothing (a fork, serializers,
+        a custom partitioner, a topic that is not a str), else with what the accumulator
+        answered: NEED_METADATA or NEED_MEMORY. The checks of the record itself (types,
+        sizes, partition range, a closed producer) are the accumulator's."""
         if fork_generation() != self._generation:
             self._check_fork()
-            return self.send(topic, value, key, partition, timestamp_ms, headers, on_delivery)
-        if self._closed:
-            raise KafkaError("cannot send: the producer is closed")
+            why = None      # a new accumulator in a child
+        self._acc.ensure_open()
         if self._txn is not None:
             self._txn.check_send()
+        _check_topic(topic)
         if why is None:
-            _check_topic(topic)
             if self._key_serializer is not None and key is not None:
                 key = self._key_serializer(key)
             if self._value_serializer is not None and value is not None:
                 value = self._value_serializer(value)
-            if self._custom_partitioner is not None and partition is None:
-                partition = self._custom_partition(topic, key, value)
-            why = self._acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
-            if why is not NEED_METADATA and why is not NEED_MEMORY:
-                return why
-        return self._send_slow(topic, value, key, partition, timestamp_ms, headers, on_delivery, why)
+        custom = self._custom_partitioner if partition is None else None
+        deadline = time.monotonic() + self._max_block_s
+        checked = False
+        while True:
+            if why is None:
+                n = self._acc.partition_count(topic) if custom is not None else None
+                if custom is not None and n is None:
+                    why = NEED_METADATA      # the custom partitioner needs the partition count
+                else:
+                    if custom is not None:
+                        partition = custom_partition(custom, topic, key, value, self._metadata.cluster, n)
+                        custom = None        # called once per record; None: the built-in choice
+                    why = self._acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
+                    if why is not NEED_METADATA and why is not NEED_MEMORY:
+                        return why
+            if why is NEED_METADATA and not checked:
+                self._acc.check_fields(key, value, headers)   # a bad record fails before any wait
+                checked = True
+            self._wait(topic, why, deadline)
+            why = None
+
+    def _wait(self, topic: str, why, deadline: float) -> None:
+        """Waits, until ``deadline`` (time.monotonic()), for what the accumulator lacked:
+        the topic's metadata (NEED_METADATA) or buffer memory (NEED_MEMORY). Raises
+        KafkaTimeoutError past the deadline, and the I/O thread's fatal error if it has one."""
+        if self._sender.fatal_error is not None:
+            raise self._sender.fatal_error
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            what = "metadata" if why is NEED_METADATA else "buffer memory"
+            raise KafkaTimeoutError(f"topic {topic!r}: {what} not available within "
+                                    f"max.block.ms={int(self._max_block_s * 1000)}")
+        if why is NEED_METADATA:
+            self._wait_for_topic(topic, remaining)
+        else:
+            self._sender.wakeup()
+            self._acc.pool.wait_available(self._acc.last_need, remaining)
 
     def send_many(self, topic, values, keys=None, *, partition=None, timestamps=None, headers=None,
                   on_delivery=None, futures=False):
@@ -198,8 +240,7 @@ class Producer:
         """
         if fork_generation() != self._generation:
             self._check_fork()
-        if self._closed:
-            raise KafkaError("cannot send: the producer is closed")
+        self._acc.ensure_open()
         if self._txn is not None:
             self._txn.check_send()
         _check_topic(topic)
@@ -209,46 +250,22 @@ class Producer:
             raise TypeError("send_many does not call a custom partitioner; pass partition= or use send()")
         deadline = time.monotonic() + self._max_block_s
         while True:
+            # append_many waits for buffer memory itself (between chunks of the column).
             result = self._acc.append_many(topic, values, keys, partition, timestamps, headers, on_delivery,
                                            futures, max(0.0, deadline - time.monotonic()))
             if result is not NEED_METADATA:
                 return result
-            self._wait_for_topic(topic, deadline - time.monotonic())
-
-    def _send_slow(self, topic, value, key, partition, timestamp_ms, headers, on_delivery, why):
-        deadline = time.monotonic() + self._max_block_s
-        _check_topic(topic)
-        if why is NEED_METADATA:
-            self._acc.check_fields(key, value, headers)   # a bad record fails before any wait
-        while True:
-            if self._sender.fatal_error is not None:
-                raise self._sender.fatal_error
-            remaining = deadline - time.monotonic()
-            if why is NEED_METADATA:
-                self._wait_for_topic(topic, remaining)
-                if partition is not None:
-                    n = self._acc.partition_count(topic)
-                    if not 0 <= partition < n:
-                        raise ValueError(f"partition {partition} is not in the range [0...{n - 1}] of topic {topic!r}")
-            elif why is NEED_MEMORY:
-                self._sender.wakeup()
-                self._acc.pool.wait_available(self._acc.last_need, max(remaining, 0.0))
-            why = self._acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
-            if why is not NEED_METADATA and why is not NEED_MEMORY:
-                return why
-            if time.monotonic() >= deadline:
-                what = "metadata" if why is NEED_METADATA else "buffer memory"
-                raise KafkaTimeoutError(f"topic {topic!r}: {what} not available within "
-                                        f"max.block.ms={int(self._max_block_s * 1000)}")
+            self._wait(topic, NEED_METADATA, deadline)
 
     def _wait_for_topic(self, topic: str, timeout_s: float) -> None:
         deadline = time.monotonic() + max(timeout_s, 0.0)
         self._metadata.add(topic, wall_clock_ms())
         while True:
             self._metadata.maybe_raise_for_topic(topic)
-            n = self._metadata.cluster.num_partitions(topic)
+            cluster = self._metadata.cluster
+            n = cluster.num_partitions(topic)
             if n:
-                self._acc.set_partition_count(topic, n)
+                self._acc.set_partition_count(topic, n, cluster.available_partition_ids(topic))
                 return
             version = self._metadata.request_update_for_topic(topic)
             self._sender.wakeup()
@@ -262,46 +279,6 @@ class Producer:
                                         f"max.block.ms={int(self._max_block_s * 1000)}"
                                         + (f"; no broker reachable: {why}" if why else ""))
             self._metadata.await_update(version, min(remaining, 0.5))
-
-    def _choose_sticky(self, topic: str, n: int) -> int:
-        """Next sticky partition for unkeyed records (KIP-794). Runs once per batch's worth
-        of bytes, inside the accumulator's lock (so it must not call back into it).
-
-        Without adaptive partitioning: uniform over partitions with a leader. With it
-        (the default), weighted like Java's BuiltInPartitioner: partition i gets weight
-        ``max_queue + 1 - queue_i`` from the batches queued per partition, so slow
-        partitions (long queues) receive less new data; with partitioner.availability.timeout.ms
-        a partition whose leader could not take its ready batches for that long gets none."""
-        cluster = self._metadata.cluster
-        available = cluster.available_partition_ids(topic) or range(n)
-        if not self._config.partitioner_adaptive_partitioning_enable or len(available) < 2:
-            return self._rng.choice(available)
-        timeout = self._config.partitioner_availability_timeout_ms
-        if timeout > 0:
-            # Java's partitionReady: leave out partitions whose leader has had batches
-            # waiting, undrained, for longer than the timeout (all of them: no preference).
-            latency = self._sender.node_latency
-            usable = [p for p in available
-                      if (leader := cluster.leader_for(topic, p)) is None
-                      or (lat := latency.get(leader.node_id)) is None or lat[0] - lat[1] <= timeout]
-            if usable:
-                available = usable
-            if len(available) < 2:
-                return self._rng.choice(available)
-        queues = self._acc.queue_sizes(topic)
-        sizes = [queues[p] if p < len(queues) else 0 for p in available]
-        top = max(sizes) + 1
-        return self._rng.choices(available, weights=[top - q for q in sizes])[0]
-
-    def _custom_partition(self, topic, key, value):
-        n = self._acc.partition_count(topic)
-        if n is None:
-            self._wait_for_topic(topic, self._max_block_s)
-            n = self._acc.partition_count(topic)
-        p = self._custom_partitioner(topic, key, key, value, value, self._metadata.cluster)
-        if p is not None and (not isinstance(p, int) or not 0 <= p < n):
-            raise ValueError(f"custom partitioner returned {p!r} for topic {topic!r} with {n} partitions")
-        return p
 
     # -- transactions (Java's KafkaProducer methods) --------------------------------------
 
@@ -491,108 +468,12 @@ class Producer:
 
     def __reduce__(self):
         # A producer pickles as its configuration and unpickles into the receiving
-        # process's cached producer for it (see _cached_producer), so one captured in a
+        # process's cached producer for it (kproducer.producer_cache), so one captured in a
         # Spark UDF or foreachPartition closure becomes one producer per worker process.
-        plain, refs = {}, {}
-        for name, value in self._config.user_config.items():
-            if callable(value):
-                refs[name] = _callable_ref(name, value)
-            else:
-                plain[name] = value
-        return (_unpickle_producer, (plain, refs))
+        return producer_cache.reduce_producer(self)
 
 
-# -- pickling and the per-process producer cache ------------------------------------------
-#
-# One producer per process and configuration, made on first use and closed (after sending
-# what is queued) when the interpreter exits. Fork-safe: the cache remembers the pid that
-# filled it, and a child that inherited it starts with an empty one (the parent's producers'
-# I/O threads do not exist in the child; their sockets are left alone, as in _check_fork).
-# Processes that end with os._exit (PySpark's forked workers do) skip atexit: callers that
-# need delivery guarantees flush themselves (kproducer.spark flushes after every task).
-
-_cache: dict = {}
-_cache_pid: int | None = None
-_cache_lock = threading.Lock()
-_abandoned_caches: list = []   # a forked child's copies of the parent's producers, kept untouched
-_atexit_registered = False
-
-
-def _callable_ref(name: str, fn) -> tuple[str, str]:
-    """(module, qualname) of a callable setting, checked to import back to the same object:
-    callables pickle by reference, so lambdas, nested functions and instances cannot."""
-    module = getattr(fn, "__module__", None)
-    qualname = getattr(fn, "__qualname__", None)
-    ok = isinstance(module, str) and isinstance(qualname, str) and "<" not in qualname
-    if ok:
-        try:
-            ok = _resolve_ref(module, qualname) is fn
-        except (ImportError, AttributeError, ValueError):
-            ok = False
-    if not ok:
-        raise pickle.PicklingError(
-            f"cannot pickle Producer: config {name!r} holds {fn!r}, which cannot be pickled by "
-            f"reference; a pickled Producer carries its configuration and callables in it must be "
-            f"module-level functions or classes importable where it is unpickled (not lambdas, "
-            f"nested functions or instances)")
-    return module, qualname
-
-
-def _resolve_ref(module: str, qualname: str):
-    obj = importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def _freeze(value):
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    try:
-        hash(value)
-    except TypeError:
-        return repr(value)
-    return value
-
-
-def _cached_producer(user_config: dict) -> Producer:
-    """This process's producer for ``user_config`` (dotted names as in
-    ``ProducerConfig.user_config``), made on first use; a closed one is replaced."""
-    global _cache, _cache_pid, _atexit_registered
-    key = tuple(sorted((str(k), _freeze(v)) for k, v in ProducerConfig(user_config).user_config.items()))
-    with _cache_lock:
-        if _cache_pid != os.getpid():
-            if _cache:
-                _abandoned_caches.append(_cache)
-            _cache, _cache_pid = {}, os.getpid()
-        producer = _cache.get(key)
-        if producer is None or producer._closed:
-            producer = _cache[key] = Producer(user_config)
-        if not _atexit_registered:
-            atexit.register(_close_cached)
-            _atexit_registered = True
-        return producer
-
-
-def _unpickle_producer(plain: dict, refs: dict) -> Producer:
-    config = dict(plain)
-    for name, (module, qualname) in refs.items():
-        config[name] = _resolve_ref(module, qualname)
-    return _cached_producer(config)
-
-
-def _close_cached() -> None:
-    """At interpreter exit: close this process's cached producers (an inherited cache is
-    the parent's and is left alone)."""
-    if _cache_pid != os.getpid():
-        return
-    for producer in list(_cache.values()):
-        try:
-            producer.close(timeout=producer.config.delivery_timeout_ms / 1000.0)
-        except Exception:
-            log.exception("kproducer: closing a cached producer at exit failed")
-    _cache.clear()
-
+# -- arguments of send_offsets_to_transaction -----------------------------------------------
 
 def _offsets_arg(offsets) -> dict:
     """``{(topic, partition): (offset, metadata)}`` from the forms send_offsets_to_transaction takes."""
@@ -628,3 +509,9 @@ def _group_arg(group) -> dict:
                         "an object or dict with group_id)")
     return {"group_id": group_id, "generation_id": get("generation_id", -1) if get("generation_id") is not None else -1,
             "member_id": get("member_id") or "", "group_instance_id": get("group_instance_id")}
+
+
+# Old private names of what kproducer.producer_cache now holds: kproducer.spark (being
+# restructured on another branch) and pickles made before the move refer to them.
+_cached_producer = producer_cache.cached_producer
+_unpickle_producer = producer_cache.unpickle_producer

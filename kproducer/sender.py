@@ -28,7 +28,7 @@ from kproducer._accumulator import batch_from_records, wall_clock_ms
 from kproducer.codec import decode_batch
 from kproducer.coordinator import CoordinatorRequests
 from kproducer.errors import KafkaError, KafkaTimeoutError, NetworkError
-from kproducer.network import ExponentialBackoff
+from kproducer.backoff import ExponentialBackoff
 from kproducer.protocol import messages as m
 from kproducer.protocol import versions as v
 from kproducer.protocol.produce import decode_produce_response, encode_produce_request
@@ -75,11 +75,6 @@ class Sender:
         self.muted: set = set()                         # partitions waiting for in-flight retries
         self._acks0_nodes: set = set()                  # nodes that received acks=0 records
         self.stats = defaultdict(int)
-        # node -> (ready_ms, drain_ms): the last time the node had batches ready and the last
-        # time it could take them (Java's NodeLatencyStats). A node whose batches wait longer
-        # than partitioner.availability.timeout.ms gets no new unkeyed records (the producer's
-        # sticky choice reads this; each entry is replaced whole, so a reader never sees half).
-        self.node_latency: dict = {}
         self.fatal_error: Exception | None = None
         # Requests to a transaction or group coordinator (transactions, complete_transaction).
         self.coordinator = CoordinatorRequests(client, retry_backoff_ms=config.retry_backoff_ms,
@@ -223,9 +218,9 @@ class Sender:
             if not self.client.ready(node, now):
                 ready.discard(node)
                 next_delay = min(next_delay, max(self.client.connection_delay(node, now), 5))
-                self.node_latency[node] = (now, self.node_latency.get(node, (now, now))[1])
+                self.acc.update_node_latency(node, now, False)   # the sticky partitioner's figures
             else:
-                self.node_latency[node] = (now, now)
+                self.acc.update_node_latency(node, now, True)
         batches = self.acc.drain(leader_of, ready, self.max_request_size, wall, muted) if ready else {}
         for node, node_batches in batches.items():
             self._send_produce(node, node_batches, now)
@@ -513,4 +508,4 @@ class Sender:
                     self.client.remove_node(nid)
         for name, info in cluster.topics.items():
             if info.partitions:
-                self.acc.set_partition_count(name, len(info.partitions))
+                self.acc.set_partition_count(name, len(info.partitions), cluster.available_partition_ids(name))

@@ -82,7 +82,8 @@ from collections import Counter
 import kproducer
 from kproducer import _archive
 from kproducer.config import ProducerConfig
-from kproducer.producer import _cached_producer, _check_topic
+from kproducer.producer import _check_topic
+from kproducer.producer_cache import cached_producer
 
 __all__ = ["register", "ship", "write_kafka"]
 
@@ -302,7 +303,7 @@ def _write_batches(user_config, topic, batches):
     every record's outcome, and yields one summary row."""
     import pyarrow as pa
 
-    producer = _cached_producer(user_config)
+    producer = cached_producer(user_config)
     start = time.monotonic()
     rows, nbytes, per_topic, results = send_batches(producer, batches, topic)
     producer.flush()

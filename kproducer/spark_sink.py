@@ -34,7 +34,8 @@ from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourc
                                     WriterCommitMessage)
 
 from kproducer.config import ProducerConfig
-from kproducer.producer import Producer, _cached_producer, _check_topic
+from kproducer.producer import Producer, _check_topic
+from kproducer.producer_cache import cached_producer
 from kproducer.spark import BULK_DEFAULTS, check_delivered, input_columns, send_batches
 from kproducer.transactions import PreparedTransaction
 
@@ -149,7 +150,7 @@ def _txn_id(settings: SinkSettings, partition: int, attempt: int, batch) -> str:
 def _write(settings: SinkSettings, batches) -> SinkCommitMessage:
     partition, attempt, batch = _task()
     if not settings.exactly_once:
-        producer = _cached_producer(settings.user_config)
+        producer = cached_producer(settings.user_config)
         rows, _, _, results = send_batches(producer, batches, settings.topic)
         producer.flush()
         check_delivered(results, rows)

@@ -1,4 +1,13 @@
-"""Shared fixtures.
+"""Shared fixtures, and the test layers (markers registered in pyproject.toml):
+
+- ``unit``: no broker, no child process: pure logic, the codec, the accumulator, the
+  partitioner, configuration. ``python -m pytest -m unit`` runs this layer alone in seconds.
+- ``broker``: against a real Tansu broker (and Spark, TLS and SASL front ends) on loopback.
+- ``resilience``: network faults through the proxy, hostile peers, leaks, soak, fuzzing.
+
+A test is ``resilience`` by its file, else ``broker`` when its file is a broker file, it
+uses a broker fixture, or it (or a fixture of it) starts a broker, proxy, gateway, Spark or
+a child process itself, else ``unit``.
 
 ``broker``: a fresh Tansu broker per test (it starts in milliseconds and
 memory storage makes state leak between tests otherwise). After the test the
@@ -7,6 +16,9 @@ broker fails the test even if the client side looked fine.
 """
 
 from __future__ import annotations
+
+import inspect
+from pathlib import Path
 
 import pytest
 
@@ -39,3 +51,47 @@ def proxied_broker(tmp_path):
         proxy.stop()
         broker.stop()
     broker.check_log()
+
+
+RESILIENCE_FILES = {"test_faults.py", "test_soak.py", "test_hostile.py", "test_leaks.py",
+                    "test_lifecycle.py", "test_fuzz.py"}
+# Files whose tests all start brokers, proxies, gateways, Spark or other processes.
+BROKER_FILES = {"test_bench.py", "test_build.py", "test_end_to_end.py", "test_proxy.py",
+                "test_readback.py", "test_sasl.py", "test_selector.py", "test_selector_tls.py",
+                "test_spark.py", "test_spark_sink.py", "test_tls.py", "test_transactions.py"}
+BROKER_FIXTURES = {"broker", "proxied_broker"}
+# In the other files, a test (or one of its fixtures) that does one of these is a broker test.
+_OUTSIDE_PARTS = ("TansuBroker(", "FaultProxy(", "SaslGateway(", "subprocess.", "os.fork(",
+                  "SparkSession", "multiprocessing")
+_source_cache: dict = {}
+
+
+def _starts_outside_parts(item) -> bool:
+    funcs = [getattr(item, "function", None)]
+    info = getattr(item, "_fixtureinfo", None)
+    if info is not None:
+        funcs += [d.func for defs in info.name2fixturedefs.values() for d in defs]
+    for fn in funcs:
+        if fn is None:
+            continue
+        if fn not in _source_cache:
+            try:
+                src = inspect.getsource(fn)
+            except (OSError, TypeError):
+                src = ""
+            _source_cache[fn] = any(word in src for word in _OUTSIDE_PARTS)
+        if _source_cache[fn]:
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = Path(str(item.fspath)).name
+        if name in RESILIENCE_FILES:
+            item.add_marker(pytest.mark.resilience)
+        elif (name in BROKER_FILES or BROKER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+              or _starts_outside_parts(item)):
+            item.add_marker(pytest.mark.broker)
+        else:
+            item.add_marker(pytest.mark.unit)

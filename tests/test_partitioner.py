@@ -1,8 +1,10 @@
-"""Tests of kproducer.partitioner.
+"""Partition choice, on the code that runs: the compiled accumulator's placement (key hash,
+sticky partition), its per-topic BuiltInPartitioner and the load stats and node latency
+figures its ready() pass installs, and kproducer.partitioner.custom_partition.
 
-Keyed placement is checked against kafka-python's independent murmur2; the
-sticky and adaptive choices against Java's BuiltInPartitioner rules, with
-seeded (or scripted) random numbers so no test depends on luck.
+Keyed placement is checked against kafka-python's independent murmur2; the sticky and
+adaptive choices against Java's BuiltInPartitioner rules, with seeded (or scripted) random
+numbers so no test depends on luck.
 """
 
 from __future__ import annotations
@@ -16,23 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kproducer._accumulator import RecordAccumulator, wall_clock_ms
 from kproducer.codec import murmur2
-from kproducer.metadata import Cluster, Node, PartitionInfo, TopicInfo
-from kproducer.partitioner import (UNKNOWN_PARTITION, BuiltInPartitioner, StickyPartitionInfo,
-                                   collect_load_stats, default_partition_for_key,
-                                   resolve_partition)
+from kproducer.partitioner import BuiltInPartitioner, custom_partition
 
 with warnings.catch_warnings():   # kafka-python's own DeprecationWarnings on import
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.partitioner.default import murmur2 as kp_murmur2
-
-
-def cluster(n=4, leaders=None, topic="t", brokers=(1, 2, 3)):
-    """A snapshot with ``n`` partitions of ``topic``; ``leaders[i]`` is partition i's leader."""
-    leaders = [brokers[i % len(brokers)] for i in range(n)] if leaders is None else leaders
-    parts = {i: PartitionInfo(i, leaders[i], 0, (leaders[i],), (leaders[i],)) for i in range(n)}
-    return Cluster([Node(b, f"h{b}", 9092) for b in brokers], [TopicInfo(topic, 0, parts)],
-                   controller_id=brokers[0])
 
 
 class ScriptedRandom:
@@ -45,10 +37,36 @@ class ScriptedRandom:
         return self.values.pop(0)
 
 
+def accumulator(n=4, topic="t", available=None, **kw):
+    acc = RecordAccumulator(**{"batch_size": 1000, "linger_ms": 10_000, "buffer_memory": 1 << 26, **kw})
+    acc.set_partition_count(topic, n, available)
+    return acc
+
+
+def unkeyed(acc, count, size=92, topic="t"):
+    """Partitions of ``count`` unkeyed records of ``size`` value bytes (``size`` + 8 counted)."""
+    return [acc.append(topic, None, None, b"v" * size, None, None, None).partition for _ in range(count)]
+
+
+def runs(partitions):
+    """[(partition, length)] of consecutive equal partitions."""
+    out = []
+    for p in partitions:
+        if out and out[-1][0] == p:
+            out[-1][1] += 1
+        else:
+            out.append([p, 1])
+    return [tuple(r) for r in out]
+
+
 def chi_square(counts, n):
     total = sum(counts.get(i, 0) for i in range(n))
     expected = total / n
     return sum((counts.get(i, 0) - expected) ** 2 / expected for i in range(n))
+
+
+def leaders(mapping):
+    return lambda topic, partition: mapping[partition]
 
 
 # ===========================================================================
@@ -59,20 +77,34 @@ def kafka_python_partition(key, n):
     return (kp_murmur2(key) & 0x7FFFFFFF) % n
 
 
-def test_keyed_matches_kafka_python_on_many_keys():
+def test_keyed_records_land_where_kafka_python_puts_them():
     rng = random.Random(1234)
     keys = [b"", b"a", b"key", "ünïcödé".encode(), bytes(range(256))]
-    keys += [rng.randbytes(rng.randrange(0, 64)) for _ in range(5000)]
-    keys += [str(i).encode() for i in range(5000)]
-    for n in (1, 2, 3, 7, 12, 100, 1024, 2 ** 31 - 1):
+    keys += [rng.randbytes(rng.randrange(0, 64)) for _ in range(2000)]
+    keys += [str(i).encode() for i in range(2000)]
+    for n in (1, 2, 3, 7, 12, 100, 1024):
+        acc = accumulator(n, batch_size=16384)
         for k in keys:
-            assert default_partition_for_key(k, n) == kafka_python_partition(k, n), (k, n)
+            assert acc.append("t", None, k, b"v", None, None, None).partition == kafka_python_partition(k, n), (k, n)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=200), st.integers(1, 10000))
-def test_keyed_matches_kafka_python_property(key, n):
-    assert default_partition_for_key(key, n) == kafka_python_partition(key, n)
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200), st.integers(1, 300))
+def test_keyed_placement_property(key, n):
+    acc = accumulator(n)
+    assert acc.append("t", None, key, None, None, None, None).partition == kafka_python_partition(key, n)
+
+
+def test_ignore_keys_sends_keyed_records_to_the_sticky_partition():
+    acc = accumulator(8, ignore_keys=True, rng=ScriptedRandom([5]))
+    assert {acc.append("t", None, bytes([i]), b"v", None, None, None).partition for i in range(50)} == {5}
+
+
+def test_explicit_partition_wins_and_is_range_checked():
+    acc = accumulator(4, rng=ScriptedRandom([]))      # no draw may happen
+    assert acc.append("t", 3, b"key", b"v", None, None, None).partition == 3
+    with pytest.raises(ValueError, match=r"partition 4 is not in the range \[0...3\]"):
+        acc.append("t", 4, None, b"v", None, None, None)
 
 
 # Java's UtilsTest.testMurmur2 vectors (signed 32-bit results).
@@ -90,322 +122,262 @@ JAVA_MURMUR2 = {
 def test_java_murmur2_vectors(key, h):
     assert murmur2(key) == h
     for n in (1, 3, 16, 1000):
-        assert default_partition_for_key(key, n) == (h & 0x7FFFFFFF) % n
+        assert accumulator(n).append("t", None, key, None, None, None, None).partition == (h & 0x7FFFFFFF) % n
 
 
 # ===========================================================================
-# Sticky partitioning
+# Sticky partitioning (the per-record half runs in RecordAccumulator._place)
 # ===========================================================================
 
-def test_sticky_switches_after_batch_size_bytes():
-    c = cluster(8)
-    bp = BuiltInPartitioner(1000, rng=random.Random(5))
-    first = bp.partition("t", c)
-    assert 0 <= first < 8
-    for i in range(9):                       # 900 bytes: stay
-        assert bp.partition("t", c) == first
-        bp.update_partition_info("t", 100, c)
-    assert bp.peek_partition_info("t", c).produced_bytes == 900
-    info = bp.peek_partition_info("t", c)
-    bp.update_partition_info("t", 100, c)    # reaches 1000 = batch.size: switch
-    assert bp.is_partition_changed("t", info)
-    new = bp.peek_partition_info("t", c)
-    assert new.produced_bytes == 0 and new is not info
-
-
-def test_switch_disabled_until_twice_batch_size():
-    c = cluster(8)
-    bp = BuiltInPartitioner(1000, rng=random.Random(5))
-    info = bp.peek_partition_info("t", c)
-    bp.update_partition_info("t", 1500, c, False)
-    assert not bp.is_partition_changed("t", info)   # batch not full: keep filling
-    bp.update_partition_info("t", 499, c, False)
-    assert not bp.is_partition_changed("t", info)
-    bp.update_partition_info("t", 1, c, False)      # 2 x batch.size: switch anyway
-    assert bp.is_partition_changed("t", info)
-
-
-def test_stale_info_is_not_credited():
-    c = cluster(8)
-    bp = BuiltInPartitioner(1000, rng=random.Random(5))
-    old = bp.peek_partition_info("t", c)
-    bp.update_partition_info("t", 1000, c, info=old)
-    cur = bp.peek_partition_info("t", c)
-    bp.update_partition_info("t", 999, c, info=old)   # raced a switch: ignored
-    assert cur.produced_bytes == 0 and not bp.is_partition_changed("t", cur)
-    bp.update_partition_info("t", 10, c, info=cur)
-    assert cur.produced_bytes == 10
-    assert not bp.is_partition_changed("t", None)
-    bp.update_partition_info("unknown-topic", 10, c)  # nothing to do
+def test_sticky_partition_changes_after_batch_size_bytes():
+    # 100 bytes counted per record (92 + 8), batch.size 1000: ten records, then a new draw.
+    acc = accumulator(8, batch_size=1000, adaptive=False, rng=ScriptedRandom([3, 5, 1, 6]))
+    got = runs(unkeyed(acc, 35, 92))
+    assert [p for p, _ in got] == [3, 5, 1, 6]
+    assert all(length <= 10 for _, length in got), got       # a full batch switches early
+    assert sum(length for _, length in got) == 35
+    sp = acc.partitioner("t")
+    assert sp.partition == 6 and 0 < sp.produced_bytes < 1000 and sp.used
 
 
 def test_sticky_spreads_uniformly_over_many_switches():
     n = 12
-    c = cluster(n)
-    bp = BuiltInPartitioner(100, rng=random.Random(42))
-    counts = Counter()
-    for _ in range(24000):
-        counts[bp.partition("t", c)] += 1
-        bp.update_partition_info("t", 100, c)        # one batch per pick
+    acc = accumulator(n, batch_size=100, rng=random.Random(42))
+    counts = Counter(unkeyed(acc, 12000, 92))                # one record per choice
     assert set(counts) == set(range(n))
     # chi-square, 11 degrees of freedom: p = 0.001 at 31.26
     assert chi_square(counts, n) < 31.26, counts
 
 
-def test_unavailable_partitions_are_avoided():
-    c = cluster(6, leaders=[1, -1, 2, 9, -1, 3])     # 1, 4: no leader; 3: unknown broker
-    bp = BuiltInPartitioner(1, rng=random.Random(3))
-    seen = Counter()
-    for _ in range(3000):
-        seen[bp.partition("t", c)] += 1
-        bp.update_partition_info("t", 1, c)
+def test_partitions_without_a_leader_are_avoided():
+    acc = accumulator(6, available=[0, 2, 5], batch_size=100, rng=random.Random(3))
+    seen = Counter(unkeyed(acc, 3000))
     assert set(seen) == {0, 2, 5}
     assert chi_square({i: seen[p] for i, p in enumerate((0, 2, 5))}, 3) < 13.8
 
 
-def test_no_available_partition_falls_back_to_all():
-    c = cluster(3, leaders=[-1, -1, -1])
-    bp = BuiltInPartitioner(1, rng=random.Random(3))
-    seen = set()
-    for _ in range(200):
-        seen.add(bp.partition("t", c))
-        bp.update_partition_info("t", 1, c)
-    assert seen == {0, 1, 2}
+def test_no_partition_with_a_leader_falls_back_to_all():
+    acc = accumulator(3, available=[], batch_size=100, rng=random.Random(3))
+    assert set(unkeyed(acc, 200)) == {0, 1, 2}
 
 
-def test_unknown_topic_raises():
-    bp = BuiltInPartitioner(1)
-    with pytest.raises(ValueError, match="no partitions"):
-        bp.partition("nope", cluster(3))
-
-
-def test_sticky_partition_rechosen_when_topic_shrinks():
-    bp = BuiltInPartitioner(10 ** 9, rng=ScriptedRandom([7, 1]))
-    big = cluster(8)
-    assert bp.partition("t", big) == 7
-    assert bp.partition("t", cluster(8)) == 7        # another snapshot, still valid
-    small = cluster(2)                               # re-created with 2 partitions
-    assert bp.partition("t", small) == 1
+def test_metadata_updates_availability():
+    acc = accumulator(4, available=[1], batch_size=100, rng=random.Random(3))
+    assert set(unkeyed(acc, 50)) == {1}
+    acc.set_partition_count("t", 4, [2, 3])
+    assert set(unkeyed(acc, 200)) == {2, 3}
+    acc.set_partition_count("t", 6, None)                  # grown, all with a leader
+    assert set(unkeyed(acc, 600)) == set(range(6))
 
 
 def test_topics_are_independent():
-    c = Cluster([Node(1, "h", 1)], [
-        TopicInfo("a", 0, {i: PartitionInfo(i, 1) for i in range(4)}),
-        TopicInfo("b", 0, {i: PartitionInfo(i, 1) for i in range(4)})])
-    bp = BuiltInPartitioner(100, rng=ScriptedRandom([0, 3, 1]))
-    assert bp.partition("a", c) == 0 and bp.partition("b", c) == 3
-    bp.update_partition_info("a", 100, c)
-    assert bp.partition("a", c) == 1 and bp.partition("b", c) == 3
+    acc = accumulator(4, batch_size=1000, adaptive=False, rng=ScriptedRandom([0, 3, 1]))
+    acc.set_partition_count("u", 4)
+    assert unkeyed(acc, 1, topic="t") == [0] and unkeyed(acc, 1, topic="u") == [3]
+    unkeyed(acc, 9, topic="t")                               # t's batch's worth: t draws again
+    assert unkeyed(acc, 1, topic="t") == [1] and unkeyed(acc, 1, topic="u") == [3]
 
 
-def test_batch_size_must_be_positive():
-    with pytest.raises(ValueError):
-        BuiltInPartitioner(0)
+def test_a_draw_needs_partitions():
+    with pytest.raises(ValueError, match="no partitions known for topic 'x'"):
+        BuiltInPartitioner("x", [], random.Random()).next_partition()
 
 
 # ===========================================================================
-# Adaptive partitioning
+# Adaptive partitioning (queue lengths weigh each switch)
 # ===========================================================================
 
-def test_load_stats_cumulative_frequency_table():
-    bp = BuiltInPartitioner(1)
-    sizes, ids = [0, 3, 1], [0, 1, 2]
-    bp.update_partition_load_stats("t", sizes, ids, 3)
-    assert bp.load_stats("t") == ([4, 5, 8], [0, 1, 2], 3)     # Java's worked example
-    assert sizes == [0, 3, 1]                                   # inputs untouched
-    bp.update_partition_load_stats("t", [2, 2, 2], [0, 1, 2], 3)
-    assert bp.load_stats("t") is None                           # all equal: uniform
-    bp.update_partition_load_stats("t", [2, 2, 2], [0, 2, 1], 2)
-    assert bp.load_stats("t") == ([1, 2], [0, 2], 2)            # one excluded: still adaptive
-    bp.update_partition_load_stats("t", [5], [0], 1)
-    assert bp.load_stats("t") is None                           # a single partition
-    bp.update_partition_load_stats("t", [1, 2], [0, 1], 0)
-    assert bp.load_stats("t") is None                           # nothing usable
-    bp.update_partition_load_stats("t", None, None, 0)
-    assert bp.load_stats("t") is None
-    with pytest.raises(ValueError):
-        bp.update_partition_load_stats("t", [1, 2], [0], 1)
+def queue(acc, partition, batches, topic="t"):
+    """``batches`` queued batches on ``partition`` (each record fills one at batch.size 1000)."""
+    for _ in range(batches):
+        acc.append(topic, partition, None, b"q" * 2000, None, None, None)
+
+
+def table(acc, topic="t"):
+    ids, cft = acc.partitioner(topic).choice_table()
+    return list(ids), cft
+
+
+def test_queue_lengths_become_a_cumulative_frequency_table():
+    acc = accumulator(3)
+    assert table(acc) == ([0, 1, 2], [1, 2, 3])              # all equal: uniform
+    queue(acc, 1, 3)
+    queue(acc, 2, 1)
+    assert table(acc) == ([0, 1, 2], [4, 5, 8])              # Java's worked example
+    acc.set_partition_count("t", 3, [0, 2])
+    assert table(acc) == ([0, 2], [2, 3])                    # 1 has no leader
+    assert table(accumulator(1)) == ([0], None)              # a single partition
+    off = accumulator(3, adaptive=False)
+    queue(off, 1, 3)
+    assert table(off) == ([0, 1, 2], None)                   # adaptive off: uniform
 
 
 def test_adaptive_choice_is_exact_with_scripted_random():
-    c = cluster(3)
-    # draws 0..7 (mod 8) against CFT 4 5 8 -> partitions 0 0 0 0 1 2 2 2
+    # draws 0..7 (mod 8) against the table 4 5 8 -> partitions 0 0 0 0 1 2 2 2
     draws = list(range(8)) + [8 + 4, 2 ** 31 - 1]
-    bp = BuiltInPartitioner(1, rng=ScriptedRandom(draws + [0]))   # + the last switch
-    bp.update_partition_load_stats("t", [0, 3, 1], [0, 1, 2], 3)
-    got = []
-    for _ in draws:
-        got.append(bp.partition("t", c))
-        bp.update_partition_info("t", 1, c)
+    acc = accumulator(3, rng=ScriptedRandom(draws))
+    queue(acc, 1, 3)
+    queue(acc, 2, 1)
+    got = [acc.partitioner("t").next_partition() for _ in draws]
     assert got[:8] == [0, 0, 0, 0, 1, 2, 2, 2]
     assert got[8] == 1 and got[9] == [0, 0, 0, 0, 1, 2, 2, 2][(2 ** 31 - 1) % 8]
 
 
-def test_adaptive_prefers_less_loaded_partitions():
-    c = cluster(4)
-    bp = BuiltInPartitioner(1, rng=random.Random(99))
-    bp.update_partition_load_stats("t", [0, 9, 4, 9], [0, 1, 2, 3], 4)   # weights 10 1 6 1
-    counts = Counter()
-    for _ in range(18000):
-        counts[bp.partition("t", c)] += 1
-        bp.update_partition_info("t", 1, c)
-    share = {p: counts[p] / 18000 for p in range(4)}
-    assert share[0] > share[2] > share[1] and share[0] > share[2] > share[3]
-    for p, w in {0: 10, 1: 1, 2: 6, 3: 1}.items():
-        assert abs(share[p] - w / 18) < 0.015, share
+def test_unkeyed_records_prefer_short_queues():
+    acc = accumulator(4, batch_size=1000, rng=random.Random(99))
+    for p, n in enumerate([0, 9, 4, 9]):                     # weights 10 1 6 1
+        queue(acc, p, n)
+    counts = Counter(unkeyed(acc, 36000, 992))               # one record per choice
+    share = [counts[p] / 36000 for p in range(4)]
+    # the queues grow as records go in, so the shares move towards equal; the order stays
+    assert share[0] > share[2] > share[1] and share[2] > share[3], share
 
 
-def test_adaptive_off_ignores_load_stats():
-    bp = BuiltInPartitioner(1, adaptive=False)
-    bp.update_partition_load_stats("t", [0, 3, 1], [0, 1, 2], 3)
-    assert bp.load_stats("t") is None
-
-
-def test_adaptive_excluded_partitions_never_chosen():
-    c = cluster(4)
-    bp = BuiltInPartitioner(1, rng=random.Random(8))
-    sizes, ids, n = collect_load_stats(c, "t", {0: 1, 1: 1, 2: 1, 3: 1},
-                                       node_latency={2: (5000, 1000)}, availability_timeout_ms=1000)
-    assert (ids[:n], n) == ([0, 2, 3], 3)            # partition 1's leader (node 2) is stuck
-    bp.update_partition_load_stats("t", sizes, ids, n)
-    seen = set()
-    for _ in range(500):
-        seen.add(bp.partition("t", c))
-        bp.update_partition_info("t", 1, c)
-    assert seen == {0, 2, 3}
-
-
-def test_collect_load_stats():
-    c = cluster(4, leaders=[1, -1, 2, 3])
-    # not every partition has a queue yet: no adaptive choice
-    assert collect_load_stats(c, "t", {0: 1, 2: 2}) == (None, None, 0)
-    assert collect_load_stats(c, "unknown", {0: 1}) == (None, None, 0)
-    sizes, ids, n = collect_load_stats(c, "t", {3: 4, 0: 1, 1: 7, 2: 2})
-    assert (sizes[:n], ids[:n], n, len(sizes)) == ([1, 2, 4], [0, 2, 3], 3, 4)   # leaderless 1 left out
-    # the availability timeout only counts when enabled, and only past the limit
-    lat = {2: (3000, 1000), 3: (2500, 1000)}
-    assert collect_load_stats(c, "t", {0: 1, 1: 1, 2: 1, 3: 1}, lat, 0)[2] == 3
-    sizes, ids, n = collect_load_stats(c, "t", {0: 1, 1: 1, 2: 1, 3: 1}, lat, 1500)
-    assert ids[:n] == [0, 3]
+def test_adaptive_off_ignores_queues():
+    acc = accumulator(3, adaptive=False, batch_size=100, rng=random.Random(1))
+    queue(acc, 1, 50)
+    counts = Counter(unkeyed(acc, 3000))
+    assert chi_square(counts, 3) < 13.8, counts
 
 
 # ===========================================================================
-# Precedence
+# partitioner.availability.timeout.ms (Java's NodeLatencyStats)
 # ===========================================================================
 
-def test_resolve_partition_precedence():
-    c = cluster(6)
-    bp = BuiltInPartitioner(10 ** 9, rng=ScriptedRandom([4]))
+def test_node_latency_figures():
+    acc = accumulator(2, availability_timeout_ms=1000)
+    acc.update_node_latency(101, 100, False)                 # first seen: both times now
+    assert acc.node_latency() == {101: (100, 100)}
+    acc.update_node_latency(101, 700, False)                 # ready, could not drain
+    acc.update_node_latency(102, 700, True)
+    assert acc.node_latency() == {101: (700, 100), 102: (700, 700)}
+    acc.update_node_latency(101, 900, True)                  # drained: the gap closes
+    assert acc.node_latency()[101] == (900, 900)
+    off = accumulator(2)                                     # timeout 0: nothing kept (Java)
+    off.update_node_latency(101, 100, False)
+    assert off.node_latency() == {}
+
+
+@pytest.mark.parametrize("timeout_ms", [0, 1000])
+def test_a_stalled_leader_gets_no_new_unkeyed_records(timeout_ms):
+    """Partitions 0, 1 are led by node 101, which has left ready batches waiting 5 s;
+    2, 3 by node 102, which drains. With the timeout only 2 and 3 are chosen; 0 disables
+    the check; when every leader is stalled there is no preference left."""
+    acc = accumulator(4, availability_timeout_ms=timeout_ms, batch_size=100, rng=random.Random(5))
+    lead = leaders({0: 101, 1: 101, 2: 102, 3: 102})
+    unkeyed(acc, 1)
+    acc.update_node_latency(101, 0, True)
+    acc.update_node_latency(101, 5000, False)
+    acc.update_node_latency(102, 5000, True)
+    acc.ready(lead, wall_clock_ms())
+    assert acc.partitioner("t").stalled_partitions == ([0, 1] if timeout_ms else [])
+    chosen = Counter(unkeyed(acc, 400))
+    if timeout_ms:
+        assert set(chosen) == {2, 3}, chosen
+        acc.update_node_latency(102, 9000, False)
+        acc.update_node_latency(102, 20000, False)
+        acc.ready(lead, wall_clock_ms())
+        assert set(unkeyed(acc, 400)) == {0, 1, 2, 3}
+    else:
+        assert set(chosen) == {0, 1, 2, 3}, chosen
+
+
+def test_keyed_only_topics_are_not_checked():
+    acc = accumulator(4, availability_timeout_ms=1000)
+    acc.append("t", None, b"key", b"v", None, None, None)
+    acc.update_node_latency(101, 0, True)
+    acc.update_node_latency(101, 5000, False)
+    acc.ready(lambda t, p: 101, wall_clock_ms())
+    assert not acc.partitioner("t").used and acc.partitioner("t").stalled_partitions == []
+
+
+def test_producer_settings_reach_the_accumulator():
+    from kproducer import Producer
+
+    with Producer(bootstrap_servers="127.0.0.1:1", partitioner_adaptive_partitioning_enable=False,
+                  partitioner_availability_timeout_ms=1500, partitioner_ignore_keys=True) as p:
+        assert (p._acc.adaptive, p._acc.availability_timeout_ms, p._acc.ignore_keys) == (False, 1500, True)
+        p.close(timeout=0)
+
+
+# ===========================================================================
+# Custom partitioner
+# ===========================================================================
+
+def test_custom_partition_passes_the_record_and_checks_the_answer():
     calls = []
 
-    def custom(topic, key, key_bytes, value, value_bytes, cl):
-        calls.append((topic, key, key_bytes, value, value_bytes, cl))
-        return 2 if key == "to-two" else None
+    def custom(topic, key, key_bytes, value, value_bytes, cluster):
+        calls.append((topic, key, key_bytes, value, value_bytes, cluster))
+        return None if key == b"none" else 2
 
-    args = ("t", "to-two", b"k", "v", b"vb", c)
-    # explicit beats everything (and is not range-checked here)
-    assert resolve_partition(*args, partition=5, partitioner=custom, builtin=bp) == 5
-    assert resolve_partition(*args, partition=99) == 99
-    assert calls == []
-    # custom next
-    assert resolve_partition(*args, partitioner=custom, builtin=bp) == 2
-    assert calls == [args]
-    # custom declines -> key hash
-    keyed = ("t", "other", b"k", "v", b"vb", c)
-    assert resolve_partition(*keyed, partitioner=custom, builtin=bp) == kafka_python_partition(b"k", 6)
-    assert resolve_partition(*keyed) == kafka_python_partition(b"k", 6)
-    # an empty key is still a key (Java: serializedKey != null)
-    assert resolve_partition("t", "", b"", None, None, c) == kafka_python_partition(b"", 6)
-    # ignore_keys -> sticky, as does a null key
-    assert resolve_partition(*keyed, builtin=bp, ignore_keys=True) == 4
-    assert resolve_partition("t", None, None, "v", b"vb", c, builtin=bp) == 4
-    # without a BuiltInPartitioner the accumulator decides
-    assert resolve_partition("t", None, None, "v", b"vb", c) == UNKNOWN_PARTITION
-    assert resolve_partition(*keyed, ignore_keys=True) == UNKNOWN_PARTITION
+    assert custom_partition(custom, "t", b"k", b"v", "CLUSTER", 6) == 2
+    assert custom_partition(custom, "t", b"none", b"v", "CLUSTER", 6) is None
+    assert calls[0] == ("t", b"k", b"k", b"v", b"v", "CLUSTER")
 
 
-@pytest.mark.parametrize("bad", [-1, 6, 1.0, "1", True])
+@pytest.mark.parametrize("bad", [-1, 6, 1.0, "1"])
 def test_custom_partitioner_result_is_checked(bad):
-    with pytest.raises(ValueError, match="custom partitioner"):
-        resolve_partition("t", None, None, None, None, cluster(6), partitioner=lambda *a: bad)
-
-
-def test_keyed_unknown_topic_raises():
-    with pytest.raises(ValueError, match="no partitions"):
-        resolve_partition("nope", "k", b"k", None, None, cluster(2))
+    with pytest.raises(ValueError, match=f"custom partitioner returned {bad!r} for topic 't' with 6 partitions"):
+        custom_partition(lambda *a: bad, "t", None, None, None, 6)
 
 
 # ===========================================================================
 # Threads
 # ===========================================================================
 
-def test_thread_safety_smoke():
+def test_appends_and_ready_passes_from_many_threads():
     n = 7
-    c = cluster(n, leaders=[1, 2, 3, -1, 1, 2, 3])
-    bp = BuiltInPartitioner(50, rng=random.Random(11))
-    bp.update_partition_load_stats("t", [3, 0, 1, 0, 5, 2, 2], [0, 1, 2, 3, 4, 5, 6], 7)
+    acc = accumulator(n, available=[0, 1, 2, 4, 5, 6], batch_size=500, rng=random.Random(11),
+                      availability_timeout_ms=50)
+    lead = leaders({0: 1, 1: 2, 2: 3, 3: -1, 4: 1, 5: 2, 6: 3})
     bad, chosen = [], Counter()
-    barrier = threading.Barrier(8)
+    stop = threading.Event()
+    barrier = threading.Barrier(5)
 
     def work(tid):
         local = Counter()
         barrier.wait()
-        for i in range(20000):
-            if i % 2:
-                info = bp.peek_partition_info("t", c)
-                p = info.partition
-                bp.update_partition_info("t", 7, c, i % 3 != 0, info=info)
-            else:
-                p = bp.partition("t", c)
-                bp.update_partition_info("t", 5, c)
+        for i in range(5000):
+            p = acc.append("t", None, None, b"x" * (10 + i % 50), None, None, None).partition
             if not (isinstance(p, int) and 0 <= p < n):
                 bad.append(p)
             local[p] += 1
-            if i % 1000 == 0:   # the accumulator refreshing stats concurrently
-                sizes = [random.Random(tid * i).randrange(5) for _ in range(n)]
-                bp.update_partition_load_stats("t", sizes, list(range(n)), n)
         chosen.update(local)
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    def sender():
+        barrier.wait()
+        now = 0
+        while not stop.is_set():
+            now += 10
+            acc.update_node_latency(1 + now % 3, now, now % 7 != 0)
+            acc.ready(lead, wall_clock_ms())
+            for batches in acc.drain(lead, {1, 2, 3}, 1 << 30, wall_clock_ms() + 20_000).values():
+                for b in batches:
+                    b.free_memory()
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    io = threading.Thread(target=sender)
+    io.start()
     for th in threads:
         th.start()
     for th in threads:
         th.join()
+    stop.set()
+    io.join()
     assert not bad
-    assert sum(chosen.values()) == 160000 and len(chosen) > 1
-    assert isinstance(bp.peek_partition_info("t", c), StickyPartitionInfo)
+    assert sum(chosen.values()) == 20000 and len(chosen) > 1
+    assert 3 not in chosen                                   # never offered: no leader
 
 
-# -- the producer's sticky choice: partitioner.availability.timeout.ms ---------------------------
-
-@pytest.mark.parametrize("timeout_ms", [0, 1000])
-def test_availability_timeout_keeps_unkeyed_records_off_a_stalled_leader(broker, timeout_ms, monkeypatch):
-    """Java's partitionReady: with partitioner.availability.timeout.ms, a partition whose
-    leader has had batches ready but could not take them for longer than the timeout gets
-    no new unkeyed records; 0 disables the check. (Tansu is one broker, so the test gives
-    the partitions two pretend leaders and sets the Sender's latency figures directly.)"""
-    from kproducer import Producer
-
-    broker.create_topic("avail", 4)
-    with Producer(bootstrap_servers=broker.bootstrap, partitioner_availability_timeout_ms=timeout_ms) as p:
-        assert len(p.partitions_for("avail")) == 4
-        leaders = {0: Node(101, "a", 1), 1: Node(101, "a", 1), 2: Node(102, "b", 1), 3: Node(102, "b", 1)}
-        monkeypatch.setattr(Cluster, "leader_for", lambda self, topic, partition: leaders[partition])
-        # node 101: batches ready at 5,000 ms, last drained at 0 (stalled 5 s); 102 drains.
-        p._sender.node_latency.update({101: (5000, 0), 102: (5000, 5000)})
-        chosen = Counter(p._choose_sticky("avail", 4) for _ in range(400))
-        if timeout_ms:
-            assert set(chosen) == {2, 3}, chosen
-            p._sender.node_latency[102] = (9000, 0)        # both stalled: no preference left
-            assert set(p._choose_sticky("avail", 4) for _ in range(400)) == {0, 1, 2, 3}
-        else:
-            assert set(chosen) == {0, 1, 2, 3}, chosen
-
+# ===========================================================================
+# The Sender's figures on a real link
+# ===========================================================================
 
 def test_sender_tracks_how_long_a_leader_leaves_ready_batches_waiting(proxied_broker):
-    """The Sender's NodeLatencyStats: while the leader cannot take more (its five in-flight
-    requests are stuck behind a stalled link), ready_ms moves on and drain_ms stays put;
-    once the link moves again a drain resets the gap."""
+    """The accumulator's NodeLatencyStats, fed by the Sender: while the leader cannot take
+    more (its five in-flight requests are stuck behind a stalled link), ready_ms moves on
+    and drain_ms stays put; once the link moves again a drain resets the gap."""
     import time
 
     from kproducer import Producer
@@ -413,7 +385,7 @@ def test_sender_tracks_how_long_a_leader_leaves_ready_batches_waiting(proxied_br
     broker, proxy = proxied_broker
     broker.create_topic("stall-lat", 1)
     with Producer(bootstrap_servers=proxy.bootstrap, linger_ms=0, acks=1, enable_idempotence=False,
-                  request_timeout_ms=30_000) as p:
+                  request_timeout_ms=30_000, partitioner_availability_timeout_ms=100_000) as p:
         p.send("stall-lat", b"warm").result(timeout=30)
         proxy.stall(True)
         try:
@@ -426,12 +398,12 @@ def test_sender_tracks_how_long_a_leader_leaves_ready_batches_waiting(proxied_br
             deadline = time.monotonic() + 20
             waited = 0
             while time.monotonic() < deadline:
-                waited = max((r - d for r, d in p._sender.node_latency.values()), default=0)
+                waited = max((r - d for r, d in p._acc.node_latency().values()), default=0)
                 if waited >= 500:
                     break
                 time.sleep(0.05)
-            assert waited >= 500, p._sender.node_latency
+            assert waited >= 500, p._acc.node_latency()
         finally:
             proxy.stall(False)
         assert all(f.result(timeout=30).partition == 0 for f in futures)
-    assert max(r - d for r, d in p._sender.node_latency.values()) < waited
+    assert max(r - d for r, d in p._acc.node_latency().values()) < waited

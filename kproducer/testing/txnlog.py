@@ -21,8 +21,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-from kafka.record.memory_records import MemoryRecords
-
+from kproducer.testing._optional import require
 from kproducer.testing.client import BlockingClient
 
 __all__ = ["TxnRecord", "CommittedView", "committed_view"]
@@ -114,6 +113,8 @@ def _fetch(client: BlockingClient, cid: int, topic: str, partition: int, offset:
 def committed_view(bootstrap: str, topic: str, partitions=None, *, timeout: float = 60.0) -> CommittedView:
     """Reads every partition of ``topic`` (or ``partitions``) from offset 0 to its high
     watermark and splits its records into committed, aborted and still open."""
+    MemoryRecords = require("kafka.record.memory_records", "kafka-python", "test",
+                            "kproducer.testing.txnlog").MemoryRecords
     host, port = bootstrap.rsplit(":", 1)
     deadline = time.monotonic() + timeout
     view = CommittedView()
