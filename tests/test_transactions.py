@@ -313,7 +313,10 @@ def test_a_failed_record_makes_the_transaction_abortable(proxied_broker):
         p.begin_transaction()
         p.send("t", b"ok", partition=0).result(20)
         epoch = p.metrics()["producer_epoch"]
-        proxy.stall(True)                       # the next record expires (delivery.timeout.ms)
+        # The broker's answers stop (its requests still arrive, so nothing reaches the log
+        # after the abort: a request held back and released later would be a zombie write,
+        # the hanging transaction KIP-890 closes on the broker side).
+        proxy.stall(True, client=False)         # the next record expires (delivery.timeout.ms)
         bad = p.send("t", b"bad", partition=0)
         with pytest.raises(TransactionAbortableError, match="must be aborted"):
             p.commit_transaction(timeout=20)
@@ -387,3 +390,35 @@ def test_config_refuses_transactions_without_idempotence():
 def test_prepared_transaction_pickles():
     prep = PreparedTransaction("id-1", 7, 3)
     assert pickle.loads(pickle.dumps(prep)) == prep
+
+
+def test_broker_answers_of_fencing_are_producer_fenced_errors(proxied_broker):
+    """Kafka answers an EndTxn of a fenced epoch with PRODUCER_FENCED; Tansu closes the
+    connection instead, so the proxy puts Kafka's answer on the wire (the broker did act on
+    nothing else: only the error code of that one response is replaced)."""
+    broker, proxy = proxied_broker
+    broker.create_topic("t", 1)
+    p = txn_producer(proxy.bootstrap, "answer-1")
+    try:
+        p.begin_transaction()
+        p.send("t", b"x", partition=0)
+        prepared = p.prepare_transaction(timeout=20)
+        with Producer(bootstrap_servers=proxy.bootstrap) as q:
+            proxy.answer_error(v.END_TXN, 90)          # PRODUCER_FENCED
+            with pytest.raises(ProducerFencedError, match="PRODUCER_FENCED"):
+                q.complete_transaction(prepared, commit=True, timeout=20)
+            assert proxy.stats()["api_answers"] == 1
+            q.complete_transaction(prepared, commit=True, timeout=20)   # the real answer: done
+        p.complete_transaction(prepared, commit=True, timeout=20)       # again, by its producer
+        # The producer's own commit answered with INVALID_PRODUCER_EPOCH: fenced, fatal.
+        p.begin_transaction()
+        p.send("t", b"y", partition=0)
+        proxy.answer_error(v.END_TXN, 47)
+        with pytest.raises(ProducerFencedError, match="INVALID_PRODUCER_EPOCH"):
+            p.commit_transaction(timeout=20)
+        with pytest.raises(ProducerFencedError):
+            p.begin_transaction()
+    finally:
+        p.close()
+    # Only what the client heard was replaced: the broker did end both transactions.
+    assert committed_values(broker.bootstrap, "t") == {0: [b"x", b"y"]}

@@ -100,6 +100,7 @@ _STAT_KEYS = (
     "chaos_drops",            # responses dropped by chaos() (also in "responses_dropped")
     "responses_corrupted",    # responses replaced by corrupt_response_every()
     "api_cuts",               # connections reset by cut_on_api()
+    "api_answers",            # responses whose error code answer_error() replaced
 )
 
 # corrupt_response_every() kinds: what replaces the chosen response.
@@ -228,7 +229,7 @@ class _Flow:
 class _Conn:
     __slots__ = ("client", "target", "connected", "connect_deadline", "req", "resp", "cut_gen",
                  "drop_gen", "responses_seen", "responses_sent", "masks", "closed", "cut_deadline",
-                 "corrupt_gen", "responses_for_corrupt", "api_of", "cut_cids")
+                 "corrupt_gen", "responses_for_corrupt", "api_of", "cut_cids", "rewrite_cids")
 
     def __init__(self, client: socket.socket, target: socket.socket, settings: _Settings):
         self.client = client
@@ -248,6 +249,7 @@ class _Conn:
         self.responses_for_corrupt = 0  # since corrupt_response_every() was last set
         self.api_of: dict[int, int] = {}   # correlation id -> api key of requests in flight
         self.cut_cids: set[int] = set()    # responses to cut instead of forwarding (cut_on_api)
+        self.rewrite_cids: dict[int, tuple[int, int]] = {}   # cid -> (version, error code)
 
 
 class FaultProxy:
@@ -282,6 +284,7 @@ class FaultProxy:
         self._log: list | None = None                       # record_requests(); under _lock
         self._keep_frames: frozenset = frozenset()
         self._api_cut: list | None = None                   # [api_key, on, times]; under _lock
+        self._api_answer: list | None = None                # [api_key, error, times]; under _lock
         self._stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
         self._pending_stats: dict[str, int] = {}          # loop thread only
         self._commands: list[tuple[str, threading.Event, list]] = []
@@ -424,6 +427,25 @@ class FaultProxy:
             raise ValueError(f"times must be at least 1, got {times!r}")
         with self._lock:
             self._api_cut = None if api_key is None else [int(api_key), on, int(times)]
+
+    def answer_error(self, api_key: int | None, error_code: int = 0, *, times: int = 1) -> None:
+        """The next ``times`` responses to requests with ``api_key`` reach the client with
+        their ErrorCode replaced by ``error_code`` (the broker did act on the request). For
+        responses whose body starts with ThrottleTimeMs then ErrorCode (EndTxn,
+        AddOffsetsToTxn, InitProducerId): a broker's answer the test broker never gives, such
+        as PRODUCER_FENCED to an EndTxn. ``None`` disables."""
+        if times < 1:
+            raise ValueError(f"times must be at least 1, got {times!r}")
+        with self._lock:
+            self._api_answer = None if api_key is None else [int(api_key), int(error_code), int(times)]
+
+    def _take_api_answer(self, api_key: int) -> int | None:
+        with self._lock:
+            a = self._api_answer
+            if a is None or a[0] != api_key or a[2] <= 0:
+                return None
+            a[2] -= 1
+            return a[1]
 
     def _take_api_cut(self, api_key: int, on: str) -> bool:
         with self._lock:
@@ -888,9 +910,11 @@ class FaultProxy:
             frame = bytes(buf[pos:pos + 4 + size])
             pos += 4 + size
             self._count("responses_received" if flow.is_response else "requests_received")
-            if size >= 8 and not self._frame_rules(conn, flow, frame, cfg, now):
-                flow.inbuf.clear()        # nothing after a reset
-                return
+            if size >= 8:
+                frame = self._frame_rules(conn, flow, frame, cfg, now)
+                if frame is None:
+                    flow.inbuf.clear()    # nothing after a reset
+                    return
             if flow.is_response:
                 if conn.drop_gen != cfg.drop_gen:
                     conn.drop_gen, conn.responses_seen = cfg.drop_gen, 0
@@ -917,8 +941,9 @@ class FaultProxy:
         if pos:
             del buf[:pos]
 
-    def _frame_rules(self, conn: _Conn, flow: _Flow, frame: bytes, cfg: _Settings, now: float) -> bool:
-        """record_requests and cut_on_api; False when the connection is to be reset here."""
+    def _frame_rules(self, conn: _Conn, flow: _Flow, frame: bytes, cfg: _Settings, now: float):
+        """record_requests, cut_on_api and answer_error: the frame to pass on, or None when
+        the connection is to be reset here."""
         if flow.is_response:
             cid = int.from_bytes(frame[4:8], "big", signed=True)
             api_key = conn.api_of.pop(cid, -1)
@@ -927,10 +952,17 @@ class FaultProxy:
                 conn.cut_cids.discard(cid)
                 self._count("api_cuts")
                 self._enqueue(flow, b"", _CUT_AFTER, cfg, now)
-                return False
-            return True
+                return None
+            rewrite = conn.rewrite_cids.pop(cid, None)
+            if rewrite is not None:
+                flexible, code = rewrite
+                # size, correlation id, [tagged fields], ThrottleTimeMs, then ErrorCode.
+                at = 4 + 4 + (1 if flexible else 0) + 4
+                frame = frame[:at] + code.to_bytes(2, "big", signed=True) + frame[at + 2:]
+                self._count("api_answers")
+            return frame
         if len(frame) < 12:
-            return True
+            return frame
         api_key = int.from_bytes(frame[4:6], "big", signed=True)
         cid = int.from_bytes(frame[8:12], "big", signed=True)
         conn.api_of[cid] = api_key
@@ -938,10 +970,15 @@ class FaultProxy:
         if self._take_api_cut(api_key, "request"):
             self._count("api_cuts")
             self._enqueue(flow, b"", _CUT_AFTER, cfg, now)
-            return False
+            return None
         if self._take_api_cut(api_key, "response"):
             conn.cut_cids.add(cid)
-        return True
+        code = self._take_api_answer(api_key)
+        if code is not None:
+            from kproducer.protocol.messages import RESPONSES   # flexible versions of the API
+            version = int.from_bytes(frame[6:8], "big", signed=True)
+            conn.rewrite_cids[cid] = (RESPONSES[api_key].SCHEMA.is_flexible(version), code)
+        return frame
 
     def _corrupt(self, flow: _Flow, frame: bytes, cfg: _Settings, now: float) -> None:
         """Queue a bad replacement for the response ``frame`` (corrupt_response_every)."""
