@@ -9,7 +9,10 @@ its own fresh topic:
   partition, ``produce`` per row (``poll(0)`` after each, ``BufferError`` served by polling),
   ``flush`` at the end;
 - ``confluent mapInPandas``: the same loop over the rows of each pandas batch, flush at the
-  end, one count row yielded per partition.
+  end, one count row yielded per partition;
+- ``kproducer data source (defaults)`` and ``kproducer data source, exactlyOnce``:
+  ``df.write.format("kproducer")`` given only the broker and the topic (its own defaults),
+  without and with ``exactlyOnce``.
 
 The DataFrame is ``spark.range(rows)`` with ``key = 'key-<id>'`` and a 100-byte ``value``
 holding the id big-endian in its last bytes (so the read-back finds losses and duplicates
@@ -33,9 +36,12 @@ import time
 from bench.procstat import cpu_seconds, tree_cpu_seconds
 
 WRITE_KAFKA = "kproducer write_kafka"
+DATA_SOURCE = "kproducer data source (defaults)"
+DATA_SOURCE_EO = "kproducer data source, exactlyOnce"
 FOREACH_PARTITION = "confluent foreachPartition"
 MAP_IN_PANDAS = "confluent mapInPandas"
-RECIPES = (WRITE_KAFKA, FOREACH_PARTITION, MAP_IN_PANDAS)
+RECIPES = (WRITE_KAFKA, DATA_SOURCE, DATA_SOURCE_EO, FOREACH_PARTITION, MAP_IN_PANDAS)
+KPRODUCER_RECIPES = (WRITE_KAFKA, DATA_SOURCE, DATA_SOURCE_EO)
 PEER_RECIPES = (FOREACH_PARTITION, MAP_IN_PANDAS)
 VALUE_SIZE = 100
 SPARK_PARTITIONS = 4
@@ -98,6 +104,16 @@ def map_in_pandas(df, topic: str, conf: dict) -> int:
     return sum(r["rows"] for r in df.mapInPandas(produce_batches, "rows long").collect())
 
 
+def data_source(df, topic: str, bootstrap: str, exactly_once: bool) -> None:
+    """``df.write.format("kproducer")`` with nothing but the broker and the topic: the data
+    source's own defaults (acks=all, idempotence, batch.size 1,000,000)."""
+    w = (df.write.format("kproducer").mode("append").option("kafka.bootstrap.servers", bootstrap)
+         .option("topic", topic))
+    if exactly_once:
+        w = w.option("exactlyOnce", "true")
+    w.save()
+
+
 def session():
     from kproducer.testing.spark import local_session
 
@@ -105,9 +121,10 @@ def session():
 
 
 def run(spec: dict) -> list[dict]:
-    from kproducer.spark import write_kafka
+    from kproducer.spark import register, write_kafka
 
     spark = session()
+    register(spark)      # an editable install has no pyspark_kproducer for PySpark to find
     try:
         df = spark.range(spec["rows"], numPartitions=SPARK_PARTITIONS).selectExpr(
             "concat('key-', cast(id as string)) AS key",
@@ -122,6 +139,8 @@ def run(spec: dict) -> list[dict]:
                 frame, bootstrap_servers=spec["bootstrap"], topic=topic, **kconf)["rows"],
             FOREACH_PARTITION: lambda frame, topic: foreach_partition(frame, topic, conf),
             MAP_IN_PANDAS: lambda frame, topic: map_in_pandas(frame, topic, conf),
+            DATA_SOURCE: lambda frame, topic: data_source(frame, topic, spec["bootstrap"], False),
+            DATA_SOURCE_EO: lambda frame, topic: data_source(frame, topic, spec["bootstrap"], True),
         }
         # A full, untimed pass per recipe (see the module's docstring), then, in
         # spec["runs"]: [{"recipe", "topic", "warm_up"}] order, a run with warm_up writes its
@@ -145,6 +164,7 @@ def run(spec: dict) -> list[dict]:
             out.append({"seconds": t1 - t0, "cpu_seconds": c1 - c0, "rows_reported": rows,
                         "broker_cpu_seconds": None if broker is None else b1 - b0,
                         "settings": kconf if recipe == WRITE_KAFKA else
+                        {"exactlyOnce": recipe == DATA_SOURCE_EO} if recipe in KPRODUCER_RECIPES else
                         {k: v for k, v in conf.items() if k != "bootstrap.servers"}})
         return out
     finally:

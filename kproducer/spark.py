@@ -84,7 +84,12 @@ from kproducer import _archive
 from kproducer.config import ProducerConfig
 from kproducer.producer import _cached_producer, _check_topic
 
-__all__ = ["ship", "write_kafka"]
+__all__ = ["register", "ship", "write_kafka"]
+
+# Settings a bulk write uses when the user has not set them. Java's batch.size (16 KiB) makes
+# ~60x more Produce requests than librdkafka's 1 MB batches, and the broker pays per request:
+# a Spark task hands whole Arrow batches, so large batches add no latency.
+BULK_DEFAULTS = {"batch.size": 1_000_000}
 
 _SUMMARY_SCHEMA = "rows long, bytes long, seconds double, per_topic string"
 _CALLABLE_SETTINGS = ("key.serializer", "value.serializer", "partitioner")
@@ -102,10 +107,9 @@ def write_kafka(df, *, bootstrap_servers, topic=None, **producer_config) -> dict
     "per_topic": {topic: rows}}``. Raises if any record could not be delivered (after
     Spark's task retries): the Spark action fails with the producer's error.
     """
-    from pyspark.sql import types as T
-
     config = ProducerConfig(producer_config, bootstrap_servers=bootstrap_servers)
-    user_config = config.user_config
+    # Bulk-write defaults, shared with the data source.
+    user_config = {**BULK_DEFAULTS, **config.user_config}
     for name in _CALLABLE_SETTINGS:
         if name in user_config:
             raise TypeError(f"write_kafka: {name!r} cannot be used: rows are sent as bytes columns "
@@ -114,35 +118,7 @@ def write_kafka(df, *, bootstrap_servers, topic=None, **producer_config) -> dict
     if topic is not None:
         _check_topic(topic)
 
-    fields = {f.name: f.dataType for f in df.schema.fields}
-    text = (T.StringType, T.BinaryType)
-
-    def check(name, types, what, required=False):
-        if name not in fields:
-            if required:
-                raise ValueError(f"write_kafka: the DataFrame needs a {name!r} column ({what})")
-            return False
-        if not isinstance(fields[name], types):
-            raise TypeError(f"write_kafka: column {name!r} must be {what}, not {fields[name].simpleString()}")
-        return True
-
-    check("value", text, "string or binary", required=True)
-    has_key = check("key", text, "string or binary")
-    has_partition = check("partition", (T.IntegerType, T.LongType, T.ShortType, T.ByteType), "an integer")
-    has_headers = check("headers", T.ArrayType, "array<struct<key: string, value: binary>>")
-    if has_headers:
-        element = fields["headers"].elementType
-        names = [f.name for f in element.fields] if isinstance(element, T.StructType) else []
-        if names != ["key", "value"] or not isinstance(element["key"].dataType, T.StringType) \
-                or not isinstance(element["value"].dataType, text):
-            raise TypeError(f"write_kafka: column 'headers' must be array<struct<key: string, value: "
-                            f"binary>>, not {fields['headers'].simpleString()}")
-    if topic is None:
-        check("topic", T.StringType, "a string", required=True)
-
-    columns = ["value"] + ["key"] * has_key + ["partition"] * has_partition + ["headers"] * has_headers
-    if topic is None:
-        columns.append("topic")
+    columns = input_columns(df.schema, topic, "write_kafka")
     func = functools.partial(_write_batches, user_config, topic)
     start = time.monotonic()
     try:
@@ -158,6 +134,52 @@ def write_kafka(df, *, bootstrap_servers, topic=None, **producer_config) -> dict
         per_topic.update(json.loads(r["per_topic"]))
     return {"rows": sum(r["rows"] for r in rows), "bytes": sum(r["bytes"] for r in rows),
             "seconds": time.monotonic() - start, "per_topic": dict(per_topic)}
+
+
+def input_columns(schema, topic, who: str) -> list:
+    """The columns of Spark's Kafka sink input schema that ``schema`` has, checked: value
+    (required), key, partition, headers and, without ``topic``, topic. ``who`` names the
+    caller in the errors."""
+    from pyspark.sql import types as T
+
+    fields = {f.name: f.dataType for f in schema.fields}
+    text = (T.StringType, T.BinaryType)
+
+    def check(name, types, what, required=False):
+        if name not in fields:
+            if required:
+                raise ValueError(f"{who}: the DataFrame needs a {name!r} column ({what})")
+            return False
+        if not isinstance(fields[name], types):
+            raise TypeError(f"{who}: column {name!r} must be {what}, not {fields[name].simpleString()}")
+        return True
+
+    check("value", text, "string or binary", required=True)
+    has_key = check("key", text, "string or binary")
+    has_partition = check("partition", (T.IntegerType, T.LongType, T.ShortType, T.ByteType), "an integer")
+    has_headers = check("headers", T.ArrayType, "array<struct<key: string, value: binary>>")
+    if has_headers:
+        element = fields["headers"].elementType
+        names = [f.name for f in element.fields] if isinstance(element, T.StructType) else []
+        if names != ["key", "value"] or not isinstance(element["key"].dataType, T.StringType) \
+                or not isinstance(element["value"].dataType, text):
+            raise TypeError(f"{who}: column 'headers' must be array<struct<key: string, value: "
+                            f"binary>>, not {fields['headers'].simpleString()}")
+    if topic is None:
+        check("topic", T.StringType, "a string (or the topic option)", required=True)
+    columns = ["value"] + ["key"] * has_key + ["partition"] * has_partition + ["headers"] * has_headers
+    if topic is None:
+        columns.append("topic")
+    return columns
+
+
+def register(spark) -> None:
+    """Registers the ``kproducer`` data source with ``spark`` (a SparkSession):
+    ``df.write.format("kproducer")`` and ``df.writeStream.format("kproducer")``. With
+    kproducer installed in the driver's Python, PySpark also finds it by itself."""
+    from kproducer.spark_sink import KafkaSink
+
+    spark.dataSource.register(KafkaSink)
 
 
 def ship(spark, wheel_path=None) -> str:
@@ -282,6 +304,19 @@ def _write_batches(user_config, topic, batches):
 
     producer = _cached_producer(user_config)
     start = time.monotonic()
+    rows, nbytes, per_topic, results = send_batches(producer, batches, topic)
+    producer.flush()
+    check_delivered(results, rows)
+    yield pa.RecordBatch.from_pydict(
+        {"rows": [rows], "bytes": [nbytes], "seconds": [time.monotonic() - start],
+         "per_topic": [json.dumps(per_topic)]},
+        schema=pa.schema([("rows", pa.int64()), ("bytes", pa.int64()), ("seconds", pa.float64()),
+                          ("per_topic", pa.string())]))
+
+
+def send_batches(producer, batches, topic):
+    """Queues every Arrow batch through ``send_many``; returns (rows, key + value bytes,
+    {topic: rows}, [SendManyResult])."""
     results = []
     rows = nbytes = 0
     per_topic: Counter = Counter()
@@ -298,7 +333,11 @@ def _write_batches(user_config, topic, batches):
             rows += part.num_rows
             per_topic[group_topic] += part.num_rows
             nbytes += _byte_count(values) + (_byte_count(keys) if keys is not None else 0)
-    producer.flush()
+    return rows, nbytes, per_topic, results
+
+
+def check_delivered(results, rows: int) -> None:
+    """After a flush: raises (the task fails, Spark retries it) if any record failed."""
     failed = 0
     first_error = None
     for r in results:
@@ -309,11 +348,6 @@ def _write_batches(user_config, topic, batches):
     if failed:
         raise RuntimeError(f"kproducer: {failed} of {rows} records failed to be delivered; "
                            f"first error: {first_error!r}") from first_error
-    yield pa.RecordBatch.from_pydict(
-        {"rows": [rows], "bytes": [nbytes], "seconds": [time.monotonic() - start],
-         "per_topic": [json.dumps(per_topic)]},
-        schema=pa.schema([("rows", pa.int64()), ("bytes", pa.int64()), ("seconds", pa.float64()),
-                          ("per_topic", pa.string())]))
 
 
 def _groups(batch, topic):

@@ -26,7 +26,7 @@ from kproducer.testing import BlockingClient, TansuBroker
 from kproducer.testing.broker import free_port
 from kproducer.testing.readback import expect_records
 from kproducer.testing.sasl_gateway import SaslGateway
-from kproducer.testing.tls import Stunnel, TestPki
+from kproducer.testing.tls import TestPki, TlsTerminator
 
 USER = "user-7f3a"
 PASSWORD = "pw-Secret-91"
@@ -413,14 +413,14 @@ def test_a_silent_server_is_bounded_by_the_connection_setup_timeout(gateway, cap
     assert gateway.stats()["connections_accepted"] >= 2
 
 
-def test_sasl_ssl_through_stunnel(tmp_path):
-    """SASL_SSL: TLS (stunnel) in front of the SASL gateway in front of the broker, which
-    advertises stunnel's port."""
+def test_sasl_ssl_through_a_tls_terminator(tmp_path):
+    """SASL_SSL: TLS (the TLS terminator) in front of the SASL gateway in front of the broker, which
+    advertises the terminator's port."""
     pki = TestPki(tmp_path / "pki")
     tls_port, broker_port = free_port(), free_port()
     gw = SaslGateway("127.0.0.1", broker_port, users={USER: PASSWORD}).start()
     broker = TansuBroker(port=broker_port, advertised_port=tls_port, log_dir=tmp_path).start()
-    tunnel = Stunnel(pki, gw.port, port=tls_port, directory=str(tmp_path / "stunnel"))
+    tunnel = TlsTerminator(pki, gw.port, port=tls_port, directory=str(tmp_path / "tls"))
     try:
         tunnel.start()
         tls = dict(bootstrap_servers=tunnel.bootstrap, security_protocol="SASL_SSL",

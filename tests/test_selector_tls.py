@@ -1,8 +1,8 @@
 """TLS in the C selector (csrc/kp_tls.c, csrc/kp_selector.c): the handshake inside poll,
 large frames both ways, certificate and host name failures as disconnect reasons, and
 TlsContext's errors. The servers are Python ``ssl`` servers in threads on loopback, with
-certificates made by ``openssl`` (kproducer.testing.tls.TestPki); the stunnel + broker
-tests are in test_tls.py. No broker or stunnel here, so this file also runs under
+certificates made by ``openssl`` (kproducer.testing.tls.TestPki); the TLS terminator + broker
+tests are in test_tls.py. No broker or terminator here, so this file also runs under
 ASan/UBSan (test_build.py).
 """
 

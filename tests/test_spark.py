@@ -380,7 +380,9 @@ _CLUSTER_DRIVER = textwrap.dedent("""
     settings = {"linger_ms": 5}
     out["summaries"] = [write_kafka(df, bootstrap_servers=bootstrap, topic=t, **settings)
                         for t in ("lc1", "lc2")]
-    user_config = ProducerConfig(settings, bootstrap_servers=bootstrap).user_config
+    # write_kafka's producers: these settings plus its bulk defaults.
+    from kproducer.spark import BULK_DEFAULTS
+    user_config = {**BULK_DEFAULTS, **ProducerConfig(settings, bootstrap_servers=bootstrap).user_config}
 
     def probe(batches):
         # Runs in the same pool of Arrow Python workers as write_kafka's tasks.

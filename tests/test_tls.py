@@ -1,6 +1,6 @@
-"""security.protocol=SSL end to end: the Producer through a real TLS terminator (Debian's
-stunnel4) in front of Tansu, which advertises stunnel's port, so every connection the
-producer makes is TLS. What was produced is read back through TLS by confluent-kafka
+"""security.protocol=SSL end to end: the Producer through a real TLS terminator
+(kproducer.testing.tls.TlsTerminator: Python's ssl module, OpenSSL, in a child process) in
+front of Tansu, which advertises its port, so every connection the producer makes is TLS. What was produced is read back through TLS by confluent-kafka
 (librdkafka with its own OpenSSL settings: an independent TLS client).
 
 Also the ssl.* configuration: which settings exist, how they combine, and that the key
@@ -22,7 +22,7 @@ from kproducer.errors import ConfigError, SslAuthenticationError
 from kproducer.testing import TansuBroker
 from kproducer.testing.broker import free_port
 from kproducer.testing.readback import expect_records
-from kproducer.testing.tls import Stunnel, TestPki
+from kproducer.testing.tls import TestPki, TlsTerminator
 
 BS = "127.0.0.1:9092"
 
@@ -33,12 +33,12 @@ def pki(tmp_path_factory):
 
 
 @contextlib.contextmanager
-def tls_broker(pki, tmp_path, **stunnel_args):
-    """(broker, stunnel): Tansu advertising stunnel's TLS port, stunnel forwarding to it."""
+def tls_broker(pki, tmp_path, **tls_args):
+    """(broker, terminator): Tansu advertising the TLS port, the terminator forwarding to it."""
     tls_port = free_port()
     broker = TansuBroker(port=free_port(), advertised_port=tls_port, log_dir=str(tmp_path))
     broker.start()
-    tunnel = Stunnel(pki, broker.port, port=tls_port, directory=str(tmp_path / "stunnel"), **stunnel_args)
+    tunnel = TlsTerminator(pki, broker.port, port=tls_port, directory=str(tmp_path / "tls"), **tls_args)
     try:
         tunnel.start()
         yield broker, tunnel
@@ -49,7 +49,7 @@ def tls_broker(pki, tmp_path, **stunnel_args):
 
 
 def reader_tls(pki, *, client_cert=False, check_hostname=True):
-    """librdkafka settings to read back through the same stunnel."""
+    """librdkafka settings to read back through the same TLS terminator."""
     cfg = {"security.protocol": "SSL", "ssl.ca.location": pki.ca_file,
            "ssl.endpoint.identification.algorithm": "https" if check_hostname else "none"}
     if client_cert:
@@ -85,7 +85,7 @@ def test_produce_through_tls_and_read_back(pki, tmp_path):
 
 
 def test_mutual_tls(pki, tmp_path):
-    """stunnel requires a client certificate signed by the CA: Kafka's keystore form and
+    """The terminator requires a client certificate signed by the CA: Kafka's keystore form and
     librdkafka's certificate + encrypted key form both get through; without a certificate
     send() fails with the server's reason rather than waiting out max.block.ms."""
     enc_key = pki.encrypted_key(pki.client_key, "pa55-word")
@@ -151,7 +151,7 @@ def test_unknown_ca_is_a_verify_error(pki, tmp_path):
 
 
 def test_tls_server_dying_mid_stream_loses_and_duplicates_nothing(pki, tmp_path):
-    """stunnel is killed (connections reset, TLS state lost) while requests are in flight,
+    """The TLS terminator is killed (connections reset, TLS state lost) while requests are in flight,
     then comes back on the same port: the producer reconnects with a new handshake and
     every record is stored exactly once, in order (idempotence)."""
     n = 30_000

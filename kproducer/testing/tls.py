@@ -1,29 +1,34 @@
-"""TLS test helpers: throwaway certificates (``openssl`` CLI) and a ``stunnel4`` TLS terminator.
+"""TLS test helpers: throwaway certificates (``openssl`` CLI) and a TLS terminator.
 
-Tansu has no TLS listener, so TLS tests put stunnel in front of it: stunnel accepts TLS on
-a free 127.0.0.1 port and forwards the decrypted bytes to the broker's plaintext port; the
-broker advertises stunnel's port, so every connection a client makes goes through TLS::
+Tansu has no TLS listener, so TLS tests put a TLS terminator in front of it: it accepts TLS
+on a free 127.0.0.1 port and forwards the decrypted bytes to the broker's plaintext port;
+the broker advertises the terminator's port, so every connection a client makes goes through
+TLS::
 
     pki = TestPki(tmp_path)                      # CA, server cert for localhost/127.0.0.1, client cert
     tls_port = free_port()
     broker = TansuBroker(port=free_port(), advertised_port=tls_port).start()
-    with Stunnel(pki, broker.port, port=tls_port) as tunnel:
+    with TlsTerminator(pki, broker.port, port=tls_port) as tunnel:
         ... Producer(bootstrap_servers=tunnel.bootstrap, security_protocol="SSL",
                      ssl_truststore_location=pki.ca_file) ...
 
-Certificates are made with the ``openssl`` command (Debian's ``openssl`` package, which
-``.ci/run`` installs with ``stunnel4``), EC P-256 keys, valid for two days. stunnel runs in
-the foreground as our child, is stopped by PID (SIGTERM, then SIGKILL after a deadline),
-and logs to a file in its directory (:meth:`Stunnel.log_text`). Readiness is stunnel's own
-listening socket on the port (``/proc``), never a sleep.
+Certificates are made with the ``openssl`` command (Debian's ``openssl`` package), EC P-256
+keys, valid for two days. The terminator is :mod:`kproducer.testing.tls_terminator`, Python's
+``ssl`` module in a child process (it used to be Debian's stunnel4, which a fresh machine does
+not have: the README's test command must pass with what pip installs). It is stopped by PID
+(SIGTERM, then SIGKILL after a deadline; ``kill=True`` resets its connections as a crashed
+server would) and logs to a file in its directory (:meth:`TlsTerminator.log_text`). Readiness
+is its own listening socket on the port (``/proc``), never a sleep.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import weakref
@@ -32,7 +37,7 @@ from pathlib import Path
 
 from .broker import _pid_listens_on, free_port
 
-__all__ = ["Stunnel", "StunnelError", "TestPki", "stunnel_binary"]
+__all__ = ["TestPki", "TlsTerminator", "TlsTerminatorError"]
 
 _DAYS = "2"
 
@@ -104,20 +109,11 @@ class TestPki:
         return TestPki(self.dir / "other", ca_name="unrelated test CA")
 
 
-def stunnel_binary() -> str:
-    """Path of stunnel (Debian: package stunnel4); FileNotFoundError when absent."""
-    for name in ("stunnel4", "stunnel"):
-        path = shutil.which(name)
-        if path:
-            return path
-    raise FileNotFoundError("stunnel not found: install Debian's stunnel4 (.ci/run does)")
+class TlsTerminatorError(RuntimeError):
+    """The terminator exited, or did not listen within the deadline."""
 
 
-class StunnelError(RuntimeError):
-    """stunnel exited, or did not listen within the deadline."""
-
-
-_LIVE: weakref.WeakSet[Stunnel] = weakref.WeakSet()
+_LIVE: weakref.WeakSet[TlsTerminator] = weakref.WeakSet()
 
 
 @atexit.register
@@ -129,8 +125,8 @@ def _stop_leftovers() -> None:
             pass
 
 
-class Stunnel:
-    """A stunnel TLS server on 127.0.0.1 forwarding to ``127.0.0.1:target_port``.
+class TlsTerminator:
+    """A TLS server on 127.0.0.1 forwarding to ``127.0.0.1:target_port``.
 
     ``cert``/``key`` default to the PKI's server certificate. ``require_client_cert``:
     only clients with a certificate signed by the PKI's CA get through (mutual TLS).
@@ -152,10 +148,10 @@ class Stunnel:
         self.require_client_cert = require_client_cert
         self.startup_timeout = startup_timeout
         self._own_dir = directory is None
-        self.dir = Path(directory or tempfile.mkdtemp(prefix="kproducer-stunnel-"))
+        self.dir = Path(directory or tempfile.mkdtemp(prefix="kproducer-tls-"))
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.conf_path = self.dir / "stunnel.conf"
-        self.log_path = self.dir / "stunnel.log"
+        self.conf_path = self.dir / "terminator.json"
+        self.log_path = self.dir / "terminator.log"
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -163,28 +159,17 @@ class Stunnel:
         return f"{self.host}:{self.port}"
 
     def _config(self) -> str:
-        lines = [
-            "foreground = yes",
-            "pid =",                     # no pid file: we hold the PID
-            f"output = {self.log_path}",
-            "debug = 5",
-            "syslog = no",
-            "[kafka]",
-            f"accept = {self.host}:{self.port}",
-            f"connect = {self.host}:{self.target_port}",
-            f"cert = {self.cert}",
-            f"key = {self.key}",
-        ]
-        if self.require_client_cert:
-            lines += [f"CAfile = {self.pki.ca_file}", "verifyChain = yes", "requireCert = yes"]
-        return "\n".join(lines) + "\n"
+        return json.dumps({"host": self.host, "port": self.port, "target_port": self.target_port,
+                           "cert": str(self.cert), "key": str(self.key), "ca_file": str(self.pki.ca_file),
+                           "require_client_cert": self.require_client_cert, "log": str(self.log_path)})
 
-    def start(self) -> Stunnel:
+    def start(self) -> TlsTerminator:
         if self.proc is not None and self.proc.poll() is None:
-            raise RuntimeError(f"stunnel already running (pid {self.proc.pid})")
+            raise RuntimeError(f"TLS terminator already running (pid {self.proc.pid})")
         self.conf_path.write_text(self._config())
-        self.proc = subprocess.Popen([stunnel_binary(), str(self.conf_path)], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen([sys.executable, "-m", "kproducer.testing.tls_terminator",
+                                      str(self.conf_path)], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=open(self.dir / "stderr.log", "ab"))
         _LIVE.add(self)
         deadline = time.monotonic() + self.startup_timeout
         delay = 0.005
@@ -192,19 +177,20 @@ class Stunnel:
             if self.proc.poll() is not None:
                 code = self.proc.returncode
                 self.proc = None
-                raise StunnelError(f"stunnel exited with status {code} before listening on port "
-                                   f"{self.port}: {self.log_text()[-2000:]}")
+                raise TlsTerminatorError(
+                    f"TLS terminator exited with status {code} before listening on port {self.port}: "
+                    f"{self.log_text()[-2000:]}{(self.dir / 'stderr.log').read_text(errors='replace')[-2000:]}")
             if _pid_listens_on(self.proc.pid, self.port):
                 return self
             if time.monotonic() >= deadline:
                 self.stop()
-                raise StunnelError(f"stunnel did not listen on port {self.port} within "
-                                   f"{self.startup_timeout}s: {self.log_text()[-2000:]}")
+                raise TlsTerminatorError(f"TLS terminator did not listen on port {self.port} within "
+                                         f"{self.startup_timeout}s: {self.log_text()[-2000:]}")
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
 
     def stop(self, *, kill: bool = False) -> None:
-        """Stops stunnel: SIGTERM (``kill``: SIGKILL at once, connections reset), then
+        """Stops the terminator: SIGTERM (``kill``: SIGKILL at once, connections reset), then
         SIGKILL if it has not exited within 5 s."""
         proc, self.proc = self.proc, None
         _LIVE.discard(self)
@@ -219,21 +205,21 @@ class Stunnel:
         except ProcessLookupError:
             pass
 
-    def restart(self, *, kill: bool = False) -> Stunnel:
+    def restart(self, *, kill: bool = False) -> TlsTerminator:
         """Stops and starts again on the same port."""
         self.stop(kill=kill)
         deadline = time.monotonic() + self.startup_timeout
         while True:
             try:
                 return self.start()
-            except StunnelError:
+            except TlsTerminatorError:
                 # The old listening socket may not be released yet.
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.05)
 
     def cleanup(self) -> None:
-        """Stops stunnel and removes its directory if this object created it."""
+        """Stops the terminator and removes its directory if this object created it."""
         self.stop()
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -248,7 +234,7 @@ class Stunnel:
         except FileNotFoundError:
             return ""
 
-    def __enter__(self) -> Stunnel:
+    def __enter__(self) -> TlsTerminator:
         return self.start()
 
     def __exit__(self, *exc) -> None:

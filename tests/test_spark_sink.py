@@ -1,0 +1,310 @@
+"""The kproducer Spark data source for real: df.write and df.writeStream on local[2] against
+the real broker, read back with confluent-kafka (and, for exactly-once, the committed view of
+the log: Tansu sends no AbortedTransactions list)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import pandas  # noqa: F401  (hard imports: a missing PySpark is an error, never a skip)
+import pyspark  # noqa: F401
+from kafka.partitioner.default import murmur2   # kafka-python: Java's murmur2, pure Python
+
+from kproducer.spark import register
+from kproducer.config import ProducerConfig
+from kproducer.spark import BULK_DEFAULTS
+from kproducer.testing.readback import read_back
+from kproducer.testing.txnlog import committed_view
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from kproducer.testing.spark import local_session
+
+    # local[2,4]: two threads, and a failed task is tried up to 4 times (plain local[2]
+    # never retries, whatever spark.task.maxFailures says).
+    session = local_session("kproducer-sink-tests", "local[2,4]", **{"spark.sql.shuffle.partitions": "4"})
+    register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def writer(df, bootstrap, **options):
+    w = df.write.format("kproducer").mode("append").option("kafka.bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        w = w.option(k, v)
+    return w
+
+
+def java_partition(key: bytes, n: int) -> int:
+    return (murmur2(key) & 0x7FFFFFFF) % n
+
+
+def ids_read(bootstrap, topic, n_parts, *, check_partition=True):
+    """How many times each id was read back (keys are key-<id>), checking Java's partition."""
+    counts = {}
+    for p in range(n_parts):
+        for m in read_back(bootstrap, topic, partitions=[p], timeout=180)[p]:
+            i = int(m.key[4:])
+            assert m.value == i.to_bytes(100, "big")
+            if check_partition:
+                assert java_partition(m.key, n_parts) == p, m.key
+            counts[i] = counts.get(i, 0) + 1
+    return counts
+
+
+def rows_df(spark, n, tasks=4):
+    return spark.range(n, numPartitions=tasks).selectExpr(
+        "concat('key-', cast(id as string)) AS key", "unhex(lpad(hex(id), 200, '0')) AS value")
+
+
+@pytest.mark.slow
+def test_batch_write_1m_rows_on_java_partitions(spark, broker):
+    n = 1_000_000
+    broker.create_topic("bulk", 4)
+    writer(rows_df(spark, n), broker.bootstrap, topic="bulk").save()
+    counts = ids_read(broker.bootstrap, "bulk", 4)
+    assert len(counts) == n and set(counts.values()) == {1}
+
+
+def test_topic_column_partition_and_headers(spark, broker):
+    from pyspark.sql import types as T
+
+    broker.create_topic("ta", 3)
+    broker.create_topic("tb", 2)
+    header_t = T.ArrayType(T.StructType([T.StructField("key", T.StringType()),
+                                         T.StructField("value", T.BinaryType())]))
+    schema = T.StructType([T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType()),
+                           T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType()),
+                           T.StructField("headers", header_t)])
+    rows = [(f"k{i}", f"v{i}".encode(), "ta" if i % 3 else "tb", (i % 2) if i % 7 == 0 else None,
+             [("i", str(i).encode())] if i % 2 else None) for i in range(200)]
+    writer(spark.createDataFrame(rows, schema).repartition(3), broker.bootstrap).save()
+    expected = {r[1]: r for r in rows}
+    seen = set()
+    for topic, n in (("ta", 3), ("tb", 2)):
+        for p, msgs in read_back(broker.bootstrap, topic, timeout=60).items():
+            for m in msgs:
+                key, _, t, partition, headers = expected[m.value]
+                assert t == topic and m.value not in seen
+                seen.add(m.value)
+                assert m.headers == [tuple(h) for h in headers or []]
+                assert p == (partition if partition is not None else java_partition(key.encode(), n))
+    assert seen == set(expected)
+
+
+def test_wrong_options_schema_and_mode_fail_before_any_task(spark, broker):
+    from pyspark.errors import AnalysisException
+
+    broker.create_topic("t", 1)
+    df = rows_df(spark, 100, tasks=1)
+    cases = [
+        (lambda: writer(df, broker.bootstrap, topic="t").mode("overwrite").save(), 'mode\\("append"\\)'),
+        (lambda: writer(df, broker.bootstrap, topic="t", **{"kafka.key.serializer": "x"}).save(),
+         "Kafka option 'key.serializer' is not supported as keys are serialized with ByteArraySerializer"),
+        (lambda: writer(df, broker.bootstrap, topics="t").save(), "unknown option 'topics'"),
+        (lambda: writer(df, broker.bootstrap, topic="t", **{"kafka.linger.ms": "-1"}).save(), "linger.ms"),
+        (lambda: writer(df, broker.bootstrap, topic="t", **{"kafka.lingr.ms": "5"}).save(), "linger.ms"),
+        (lambda: writer(df, broker.bootstrap).save(), "'topic' column"),
+        (lambda: writer(df.selectExpr("key"), broker.bootstrap, topic="t").save(), "'value' column"),
+        (lambda: writer(df.selectExpr("key", "1 AS value"), broker.bootstrap, topic="t").save(),
+         "'value' must be string or binary"),
+        (lambda: writer(df, broker.bootstrap, topic="t", exactlyOnce="maybe").save(), "exactlyOnce"),
+        (lambda: df.write.format("kproducer").mode("append").option("topic", "t").save(),
+         "kafka.bootstrap.servers' is required"),
+        # Spark's own refusal of the default save mode says what to write instead.
+        (lambda: df.write.format("kproducer").option("kafka.bootstrap.servers", broker.bootstrap)
+         .option("topic", "t").save(), "Append"),
+    ]
+    for run, pattern in cases:
+        with pytest.raises(AnalysisException, match=pattern):
+            run()
+    assert read_back(broker.bootstrap, "t", timeout=30) == {0: []}
+
+
+def test_bulk_defaults_apply_unless_set():
+    from pyspark.sql import types as T
+
+    from kproducer.spark_sink import sink_settings
+
+    schema = T.StructType([T.StructField("value", T.BinaryType())])
+    opts = {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "t"}
+    assert sink_settings(opts, schema, False, streaming=False).user_config["batch.size"] == \
+        BULK_DEFAULTS["batch.size"] == 1_000_000
+    mine = sink_settings({**opts, "kafka.batch.size": "16384"}, schema, False, streaming=False)
+    assert ProducerConfig(mine.user_config).batch_size == 16384
+
+
+# -- exactly-once ---------------------------------------------------------------------------
+
+def _flaky(df, marker_dir, mode):
+    """``df`` through a Python step that breaks each Spark partition's first attempt after
+    its first Arrow batch went downstream: ``raise`` raises, ``kill`` SIGKILLs the Python
+    worker."""
+    def step(batches):
+        import os
+        import signal
+
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        for i, b in enumerate(batches):
+            yield b
+            if i == 0 and ctx.attemptNumber() == 0:
+                open(os.path.join(marker_dir, f"{ctx.partitionId()}-{mode}"), "w").close()
+                if mode == "kill":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                raise RuntimeError("injected failure after the first batch")
+    return df.mapInArrow(step, df.schema)
+
+
+@pytest.mark.parametrize("mode", ["raise", "kill"])
+def test_exactly_once_survives_failed_and_killed_attempts(spark, broker, tmp_path, mode):
+    n, tasks = 40_000, 4
+    broker.create_topic("eo", 4)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+    try:
+        writer(_flaky(rows_df(spark, n, tasks), str(marks), mode), broker.bootstrap,
+               topic="eo", exactlyOnce="true").save()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert len(os.listdir(marks)) == tasks           # every task's first attempt broke
+    view = committed_view(broker.bootstrap, "eo")
+    got = [int(r.key[4:]) for rs in view.records.values() for r in rs]
+    assert sorted(got) == list(range(n)), "the committed view holds every row exactly once"
+    assert not any(view.open.values())
+
+
+def _fails_while_flag(df, flag):
+    """Spark partition 1 fails on every attempt while the file ``flag`` exists."""
+    def step(batches):
+        import os
+
+        from pyspark import TaskContext
+
+        for b in batches:
+            yield b
+        if TaskContext.get().partitionId() == 1 and os.path.exists(flag):
+            raise RuntimeError("partition 1 fails while the flag is set")
+    return df.mapInArrow(step, df.schema)
+
+
+@pytest.mark.parametrize("exactly_once", [True, False])
+def test_a_failed_job_run_again(spark, broker, tmp_path, exactly_once):
+    """A job whose partition 1 fails every attempt, then the same job again once it can
+    succeed (what a scheduler does). Exactly-once: the failed run leaves nothing visible and
+    the rerun writes every row once. At-least-once: partition 0's rows of the failed run
+    stay, and the rerun writes them again: the duplicates it allows."""
+    n = 4000
+    topic = "rerun-eo" if exactly_once else "rerun-alo"
+    broker.create_topic(topic, 2)
+    flag = tmp_path / "fail"
+    flag.touch()
+    df = _fails_while_flag(rows_df(spark, n, tasks=2), str(flag))
+    options = {"topic": topic, **({"exactlyOnce": "true"} if exactly_once else {})}
+    with pytest.raises(Exception, match="partition 1 fails while the flag is set"):
+        writer(df, broker.bootstrap, **options).save()
+    if exactly_once:
+        view = committed_view(broker.bootstrap, topic)
+        assert view.values() == [] and not any(view.open.values())
+        assert sum(len(rs) for rs in view.aborted.values()) >= n // 2    # partition 0's, aborted
+    flag.unlink()
+    writer(df, broker.bootstrap, **options).save()
+    if exactly_once:
+        view = committed_view(broker.bootstrap, topic)
+        assert sorted(int(r.key[4:]) for rs in view.records.values() for r in rs) == list(range(n))
+    else:
+        counts = ids_read(broker.bootstrap, topic, 2)
+        assert set(counts) == set(range(n))
+        assert sorted(i for i, c in counts.items() if c == 2) == list(range(n // 2))   # Spark partition 0
+
+
+# -- streaming ------------------------------------------------------------------------------
+
+def _json_files(directory: Path, n: int, files: int) -> None:
+    import json
+
+    per = n // files
+    for f in range(files):
+        with open(directory / f"part-{f}.json", "w") as out:
+            for i in range(f * per, (f + 1) * per):
+                out.write(json.dumps({"key": f"key-{i}", "id": i}) + "\n")
+
+
+@pytest.mark.parametrize("exactly_once", [False, True])
+def test_stream_available_now_from_files(spark, broker, tmp_path, exactly_once):
+    n = 200_000
+    topic = "stream-eo" if exactly_once else "stream"
+    broker.create_topic(topic, 4)
+    src = tmp_path / "in"
+    src.mkdir()
+    _json_files(src, n, 5)
+    stream = (spark.readStream.schema("key string, id long").option("maxFilesPerTrigger", 2).json(str(src))
+              .selectExpr("key", "unhex(lpad(hex(id), 200, '0')) AS value"))
+    w = (stream.writeStream.format("kproducer").option("kafka.bootstrap.servers", broker.bootstrap)
+         .option("topic", topic).option("checkpointLocation", str(tmp_path / "chk"))
+         .trigger(availableNow=True))
+    if exactly_once:
+        w = w.option("exactlyOnce", "true")
+    query = w.start()
+    query.awaitTermination(300)
+    assert query.exception() is None
+    assert len(query.recentProgress) >= 3           # several micro-batches (2 files each)
+    if exactly_once:
+        view = committed_view(broker.bootstrap, topic)
+        assert sorted(int(r.key[4:]) for rs in view.records.values() for r in rs) == list(range(n))
+        assert not any(view.open.values())
+    counts = ids_read(broker.bootstrap, topic, 4)
+    assert len(counts) == n and set(counts.values()) == {1}
+
+
+def test_stream_fails_the_query_when_the_broker_is_gone(spark, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    _json_files(src, 100, 1)
+    stream = spark.readStream.schema("key string, id long").json(str(src)).selectExpr(
+        "key", "cast(id AS string) AS value")
+    query = (stream.writeStream.format("kproducer").option("kafka.bootstrap.servers", "127.0.0.1:1")
+             .option("kafka.max.block.ms", "2000").option("kafka.delivery.timeout.ms", "3000")
+             .option("kafka.request.timeout.ms", "1000").option("topic", "t")
+             .option("checkpointLocation", str(tmp_path / "chk")).trigger(availableNow=True).start())
+    with pytest.raises(Exception, match="KafkaTimeoutError|not available within max.block.ms|failed"):
+        query.awaitTermination(300)
+
+
+# -- found without register() ----------------------------------------------------------------
+
+def test_format_kproducer_is_found_without_register(tmp_path, broker):
+    """PySpark looks up top-level pyspark_* modules; the wheel installs pyspark_kproducer
+    (from kproducer/_spark_discovery). Put that package on a fresh session's path as an
+    install would, and write without calling register()."""
+    site = tmp_path / "site"
+    shutil.copytree(ROOT / "kproducer" / "_spark_discovery", site / "pyspark_kproducer")
+    broker.create_topic("found", 1)
+    script = textwrap.dedent(f"""
+        from kproducer.testing.spark import local_session
+        spark = local_session("discovery", "local[1]")
+        spark.range(10).selectExpr("cast(id as string) AS value").write.format("kproducer") \\
+            .mode("append").option("kafka.bootstrap.servers", {broker.bootstrap!r}) \\
+            .option("topic", "found").save()
+        spark.stop()
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]))
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(m.value for m in read_back(broker.bootstrap, "found", timeout=60)[0]) == \
+        sorted(str(i).encode() for i in range(10))
