@@ -85,6 +85,7 @@ class Handler:
     api_key: int = -1
     priority: int = PRIORITY_ADD
     key_type: int = KEY_TRANSACTION
+    node: int | None = None        # a fixed node (a partition leader) instead of a coordinator
 
     def __init__(self, key: str, result: TxnResult, *, deadline_ms: int | None = None):
         self.key = key
@@ -169,7 +170,7 @@ class CoordinatorRequests:
         h = self._next(now)
         if h is None:
             return self._wait_hint(now)
-        coord = self.coordinators.get((h.key_type, h.key))
+        coord = h.node if h.node is not None else self.coordinators.get((h.key_type, h.key))
         if coord is None:
             return self._find(h.key_type, h.key, now)
         if not self.client.ready(coord, now):

@@ -18,7 +18,9 @@ transaction of the job (or micro-batch) and ``abort`` aborts them, so a task att
 failed or was superseded never becomes visible to read_committed consumers. Transactional
 ids are ``<prefix>-p<partition>-a<attempt>`` (``-b<batch>-`` for streams); a later attempt
 of a partition first fences the earlier ones, which aborts whatever a killed attempt left
-open. See README.md for what this covers and what it cannot.
+open. Streams record each decided micro-batch in a ledger topic first
+(:mod:`kproducer.spark_ledger`), so a replay after a commit writes nothing. See README.md for
+what this covers and what it cannot.
 
 PySpark finds this source by itself when kproducer is installed (the top-level module
 ``pyspark_kproducer``); ``kproducer.spark.register(spark)`` registers it explicitly.
@@ -33,6 +35,7 @@ import uuid
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
+from kproducer import spark_ledger
 from kproducer.config import ProducerConfig
 from kproducer.producer import Producer, _check_topic
 from kproducer.producer_cache import cached_producer
@@ -42,7 +45,7 @@ from kproducer.transactions import PreparedTransaction
 NAME = "kproducer"
 
 # Options that are not producer settings (lower case: Spark hands options case-insensitively).
-_OWN = {"topic", "exactlyonce", "transactionalidprefix"}
+_OWN = {"topic", "exactlyonce", "transactionalidprefix", "ledgertopic"}
 _SPARK = {"checkpointlocation", "path", "queryname"}
 # Spark's Kafka sink refuses these, with this reason (KafkaSourceProvider).
 _REFUSED = {
@@ -61,6 +64,8 @@ class SinkSettings:
     columns: tuple
     exactly_once: bool
     prefix: str | None
+    ledger: str | None = None                   # exactly-once streams: the decisions topic
+    decided: frozenset = frozenset()            # micro-batches already committed (replays skip)
 
 
 def sink_settings(options, schema, overwrite: bool, *, streaming: bool) -> SinkSettings:
@@ -69,7 +74,7 @@ def sink_settings(options, schema, overwrite: bool, *, streaming: bool) -> SinkS
         mode = '.outputMode("append")' if streaming else '.mode("append")'
         raise ValueError(f"the {NAME} data source appends to Kafka topics: write {mode} "
                          f"(overwrite cannot delete what a topic holds)")
-    producer_settings, topic, exactly_once, prefix = {}, None, False, None
+    producer_settings, topic, exactly_once, prefix, ledger = {}, None, False, None, None
     for key, value in options.items():
         k = key.lower()
         if k.startswith("kafka."):
@@ -85,10 +90,12 @@ def sink_settings(options, schema, overwrite: bool, *, streaming: bool) -> SinkS
             exactly_once = str(value).lower() == "true"
         elif k == "transactionalidprefix":
             prefix = value
+        elif k == "ledgertopic":
+            ledger = value
         elif k not in _SPARK:
             raise ValueError(f"unknown option {key!r} for the {NAME} data source: producer settings "
                              f"are given as 'kafka.<setting>' (e.g. kafka.linger.ms); the others "
-                             f"are {', '.join(sorted(('topic', 'exactlyOnce', 'transactionalIdPrefix')))}")
+                             f"are {', '.join(sorted(('topic', 'exactlyOnce', 'transactionalIdPrefix', 'ledgerTopic')))}")
     if "bootstrap.servers" not in producer_settings:
         raise ValueError(f"option 'kafka.bootstrap.servers' is required by the {NAME} data source")
     if topic is not None:
@@ -107,7 +114,10 @@ def sink_settings(options, schema, overwrite: bool, *, streaming: bool) -> SinkS
             prefix = f"{NAME}-{uuid.uuid5(uuid.NAMESPACE_URL, chk).hex[:16]}"
         else:
             prefix = f"{NAME}-{uuid.uuid4().hex[:16]}"
-    return SinkSettings(user_config, topic, columns, exactly_once, prefix)
+    if exactly_once and streaming:
+        ledger = ledger or f"{prefix}-ledger"
+        _check_topic(ledger)
+    return SinkSettings(user_config, topic, columns, exactly_once, prefix, ledger)
 
 
 @dataclasses.dataclass
@@ -129,7 +139,10 @@ class KafkaSink(DataSource):
         return KafkaBatchWriter(sink_settings(self.options, schema, overwrite, streaming=False))
 
     def streamWriter(self, schema, overwrite: bool):
-        return KafkaStreamWriter(sink_settings(self.options, schema, overwrite, streaming=True))
+        settings = sink_settings(self.options, schema, overwrite, streaming=True)
+        if settings.exactly_once:
+            settings = _recover(settings)
+        return KafkaStreamWriter(settings)
 
 
 def _task():
@@ -147,8 +160,26 @@ def _txn_id(settings: SinkSettings, partition: int, attempt: int, batch) -> str:
     return f"{settings.prefix}{mid}-p{partition}-a{attempt}"
 
 
+def _plain_config(settings: SinkSettings) -> dict:
+    return {k: v for k, v in settings.user_config.items() if k != "transactional.id"}
+
+
+def _recover(settings: SinkSettings) -> SinkSettings:
+    """At query (re)start: the micro-batches the ledger says were decided are skipped if
+    Spark replays them, and the last one's transactions are completed again (the driver may
+    have died between the decision and the commits; finishing twice is harmless)."""
+    with Producer(_plain_config(settings)) as p:
+        decided = spark_ledger.read(p, settings.ledger)
+        if decided:
+            for prepared in decided[max(decided)]:
+                p.complete_transaction(prepared, commit=True)
+    return dataclasses.replace(settings, decided=frozenset(decided))
+
+
 def _write(settings: SinkSettings, batches) -> SinkCommitMessage:
     partition, attempt, batch = _task()
+    if batch is not None and int(batch) in settings.decided:
+        return SinkCommitMessage(partition, attempt, 0)      # committed before a restart
     if not settings.exactly_once:
         producer = cached_producer(settings.user_config)
         rows, _, _, results = send_batches(producer, batches, settings.topic)
@@ -185,7 +216,10 @@ def _complete(settings: SinkSettings, messages, commit: bool, batch=None) -> Non
     if not settings.exactly_once:
         return
     done = [m for m in messages if m is not None and m.prepared is not None]
-    with Producer({k: v for k, v in settings.user_config.items() if k != "transactional.id"}) as p:
+    with Producer(_plain_config(settings)) as p:
+        if commit and settings.ledger is not None and done:
+            # The decision first, stored before any transaction ends (see spark_ledger).
+            spark_ledger.record(p, settings.ledger, int(batch), [m.prepared for m in done])
         for m in done:
             p.complete_transaction(m.prepared, commit=commit)
     if not commit:

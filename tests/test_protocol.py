@@ -533,6 +533,11 @@ def rich_responses():
         pv.TXN_OFFSET_COMMIT: RESPONSES[pv.TXN_OFFSET_COMMIT](
             throttle_time_ms=8, topics=[S["TxnOffsetCommitResponseTopic"](
                 name="t", partitions=[S["TxnOffsetCommitResponsePartition"](partition_index=1, error_code=16)])]),
+        pv.FETCH: RESPONSES[pv.FETCH](throttle_time_ms=9, responses=[S["FetchableTopicResponse"](
+            topic="t", partitions=[S["PartitionData"](
+                partition_index=2, error_code=1, high_watermark=77, last_stable_offset=70,
+                aborted_transactions=[S["AbortedTransaction"](producer_id=5, first_offset=60)],
+                records=b"\x00\x01batch")])]),
     }
 
 

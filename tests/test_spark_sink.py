@@ -271,6 +271,48 @@ def test_stream_available_now_from_files(spark, broker, tmp_path, exactly_once):
     assert len(counts) == n and set(counts.values()) == {1}
 
 
+@pytest.mark.parametrize("exactly_once", [True, False])
+def test_stream_replayed_after_its_commit_writes_nothing_twice(spark, broker, tmp_path, exactly_once):
+    """The driver dies after the sink committed micro-batch N and before Spark's commit log
+    recorded it: the restarted query replays N. Simulated by deleting commits/N from the
+    checkpoint (what Spark finds after such a crash) and starting the query again."""
+    n = 30_000
+    topic = "replay-eo" if exactly_once else "replay"
+    broker.create_topic(topic, 2)
+    src, chk = tmp_path / "in", tmp_path / "chk"
+    src.mkdir()
+    _json_files(src, n, 3)
+
+    def run():
+        stream = (spark.readStream.schema("key string, id long").option("maxFilesPerTrigger", 1)
+                  .json(str(src)).selectExpr("key", "unhex(lpad(hex(id), 200, '0')) AS value"))
+        w = (stream.writeStream.format("kproducer").option("kafka.bootstrap.servers", broker.bootstrap)
+             .option("topic", topic).option("checkpointLocation", str(chk)).trigger(availableNow=True))
+        if exactly_once:
+            w = w.option("exactlyOnce", "true")
+        q = w.start()
+        q.awaitTermination(300)
+        assert q.exception() is None
+        return q
+
+    run()
+    commits = sorted((chk / "commits").iterdir(), key=lambda f: int(f.name) if f.name.isdigit() else -1)
+    last = commits[-1]
+    assert last.name == "2"                          # three micro-batches, one file each
+    last.unlink()
+    (chk / "commits" / f".{last.name}.crc").unlink(missing_ok=True)     # its checksum too
+    replay = run()
+    assert [p["batchId"] for p in replay.recentProgress if p["numInputRows"]] == [2]   # batch 2 again
+    counts = ids_read(broker.bootstrap, topic, 2)
+    assert set(counts) == set(range(n))
+    if exactly_once:
+        assert set(counts.values()) == {1}
+        view = committed_view(broker.bootstrap, topic)
+        assert sum(len(rs) for rs in view.records.values()) == n and not any(view.open.values())
+    else:
+        assert sorted(i for i, c in counts.items() if c == 2) == list(range(2 * n // 3, n))
+
+
 def test_stream_fails_the_query_when_the_broker_is_gone(spark, tmp_path):
     src = tmp_path / "in"
     src.mkdir()

@@ -496,17 +496,57 @@ TxnOffsetCommitResponse = _response("TxnOffsetCommitResponse", _v.TXN_OFFSET_COM
 ])
 
 # --------------------------------------------------------------------------
+# Fetch (key 1), v4 only: reading back a small log the producer wrote itself
+# --------------------------------------------------------------------------
+
+FetchRequest = _request("FetchRequest", _v.FETCH, "4-4", "none", [
+    F("ReplicaId", "int32", "0+", default=-1),
+    F("MaxWaitMs", "int32", "0+"),
+    F("MinBytes", "int32", "0+"),
+    F("MaxBytes", "int32", "3+", default=0x7FFFFFFF),
+    F("IsolationLevel", "int8", "4+", default=0),
+    F("Topics", "[]FetchTopic", "0+", fields=[
+        F("Topic", "string", "0+"),
+        F("Partitions", "[]FetchPartition", "0+", fields=[
+            F("Partition", "int32", "0+"),
+            F("FetchOffset", "int64", "0+"),
+            F("PartitionMaxBytes", "int32", "0+"),
+        ]),
+    ]),
+])
+
+FetchResponse = _response("FetchResponse", _v.FETCH, "4-4", "none", [
+    F("ThrottleTimeMs", "int32", "1+", ignorable=True),
+    F("Responses", "[]FetchableTopicResponse", "0+", fields=[
+        F("Topic", "string", "0+"),
+        F("Partitions", "[]PartitionData", "0+", fields=[
+            F("PartitionIndex", "int32", "0+"),
+            F("ErrorCode", "int16", "0+"),
+            F("HighWatermark", "int64", "0+"),
+            F("LastStableOffset", "int64", "4+", default=-1, ignorable=True),
+            F("AbortedTransactions", "[]AbortedTransaction", "4+", nullable="4+", ignorable=True,
+              default=None, fields=[
+                F("ProducerId", "int64", "4+"),
+                F("FirstOffset", "int64", "4+"),
+            ]),
+            F("Records", "records", "0+", nullable="0+"),
+        ]),
+    ]),
+])
+
+# --------------------------------------------------------------------------
 # Registries and nested classes
 # --------------------------------------------------------------------------
 
 REQUESTS: Dict[int, Type[Any]] = {c.API_KEY: c for c in (
     ApiVersionsRequest, MetadataRequest, ProduceRequest, InitProducerIdRequest, CreateTopicsRequest,
     SaslHandshakeRequest, SaslAuthenticateRequest, FindCoordinatorRequest, AddPartitionsToTxnRequest,
-    AddOffsetsToTxnRequest, EndTxnRequest, TxnOffsetCommitRequest)}
+    AddOffsetsToTxnRequest, EndTxnRequest, TxnOffsetCommitRequest, FetchRequest)}
 RESPONSES: Dict[int, Type[Any]] = {c.API_KEY: c for c in (
     ApiVersionsResponse, MetadataResponse, ProduceResponse, InitProducerIdResponse, CreateTopicsResponse,
     SaslHandshakeResponse, SaslAuthenticateResponse, FindCoordinatorResponse,
-    AddPartitionsToTxnResponse, AddOffsetsToTxnResponse, EndTxnResponse, TxnOffsetCommitResponse)}
+    AddPartitionsToTxnResponse, AddOffsetsToTxnResponse, EndTxnResponse, TxnOffsetCommitResponse,
+    FetchResponse)}
 
 #: Every nested struct class by its Kafka name (``"MetadataResponsePartition"``).
 STRUCTS: Dict[str, Type[Any]] = {}
@@ -525,6 +565,8 @@ CreatableTopicConfig = STRUCTS["CreatableTopicConfig"]
 AddPartitionsToTxnTopic = STRUCTS["AddPartitionsToTxnTopic"]
 TxnOffsetCommitRequestTopic = STRUCTS["TxnOffsetCommitRequestTopic"]
 TxnOffsetCommitRequestPartition = STRUCTS["TxnOffsetCommitRequestPartition"]
+FetchTopic = STRUCTS["FetchTopic"]
+FetchPartition = STRUCTS["FetchPartition"]
 
 
 def request_class(api_key: int):

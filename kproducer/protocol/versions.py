@@ -14,6 +14,7 @@ from ..errors import UnsupportedVersionError
 
 # API keys (Apache Kafka protocol guide, "Api Keys").
 PRODUCE = 0
+FETCH = 1
 METADATA = 3
 SASL_HANDSHAKE = 17
 API_VERSIONS = 18
@@ -28,6 +29,7 @@ TXN_OFFSET_COMMIT = 28
 
 API_NAMES: Dict[int, str] = {
     PRODUCE: "Produce",
+    FETCH: "Fetch",
     METADATA: "Metadata",
     SASL_HANDSHAKE: "SaslHandshake",
     API_VERSIONS: "ApiVersions",
@@ -61,6 +63,9 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     SASL_HANDSHAKE: (1, 1),
     SASL_AUTHENTICATE: (0, 2),
     FIND_COORDINATOR: (0, 4),
+    # Fetch only to read back a small log of the producer's own (the Spark sink's ledger of
+    # committed micro-batches): v4, the first with IsolationLevel, not flexible.
+    FETCH: (4, 4),
     ADD_PARTITIONS_TO_TXN: (0, 3),
     ADD_OFFSETS_TO_TXN: (0, 4),
     END_TXN: (0, 4),
