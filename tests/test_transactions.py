@@ -422,3 +422,34 @@ def test_broker_answers_of_fencing_are_producer_fenced_errors(proxied_broker):
         p.close()
     # Only what the client heard was replaced: the broker did end both transactions.
     assert committed_values(broker.bootstrap, "t") == {0: [b"x", b"y"]}
+
+
+def test_concurrent_transactions_and_a_moved_coordinator_are_retried(proxied_broker):
+    """CONCURRENT_TRANSACTIONS (the previous transaction's markers are still being written)
+    is retried after a backoff; NOT_COORDINATOR makes the producer find the coordinator
+    again (FindCoordinator on the wire) and retry. Answers put on the wire by the proxy."""
+    broker, proxy = proxied_broker
+    broker.create_topic("t", 1)
+    proxy.record_requests()
+    p = txn_producer(proxy.bootstrap, "retry-1")
+    try:
+        p.begin_transaction()
+        p.send("t", b"a", partition=0)
+        proxy.answer_error(v.END_TXN, 51, times=2)                 # CONCURRENT_TRANSACTIONS
+        p.commit_transaction(timeout=20)
+        assert proxy.stats()["api_answers"] == 2
+        finds_before = sum(1 for d, _, api, _, _ in proxy.requests_log()
+                           if d == "request" and api == v.FIND_COORDINATOR)
+        p.begin_transaction()
+        p.send("t", b"b", partition=0)
+        proxy.answer_error(v.ADD_OFFSETS_TO_TXN, 16)               # NOT_COORDINATOR
+        p.send_offsets_to_transaction({("in", 0): 5}, "group-r", timeout=20)
+        p.commit_transaction(timeout=20)
+        finds_after = sum(1 for d, _, api, _, _ in proxy.requests_log()
+                          if d == "request" and api == v.FIND_COORDINATOR)
+        assert finds_after > finds_before
+        ends = [cid for d, _, api, cid, _ in proxy.requests_log() if d == "request" and api == v.END_TXN]
+        assert len(ends) == 4                  # 3 for the first commit (2 answered 51), 1 more
+    finally:
+        p.close()
+    assert committed_values(broker.bootstrap, "t") == {0: [b"a", b"b"]}
