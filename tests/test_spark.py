@@ -400,6 +400,11 @@ _CLUSTER_DRIVER = textwrap.dedent("""
     schema = "pid long, package string, codec string, producer long, acked long"
     out["probe"] = [r.asDict() for r in
                     spark.range(4, numPartitions=4).mapInArrow(probe, schema).collect()]
+    # The data source, exactly-once, on the same executors (kproducer shipped, not installed).
+    from kproducer.spark import register
+    register(spark)
+    df.write.format("kproducer").mode("append").option("kafka.bootstrap.servers", bootstrap) \
+        .option("topic", "lc3").option("exactlyOnce", "true").save()
     spark.stop()
     print("RESULT " + json.dumps(out), flush=True)
 """)
@@ -424,7 +429,7 @@ def test_ship_to_local_cluster_executors_without_kproducer(tmp_path, broker, exe
         (spark_home / entry.name).symlink_to(entry)
     cache = tmp_path / "cache"
     n_rows = 20_000
-    for topic in ("never", "lc1", "lc2"):
+    for topic in ("never", "lc1", "lc2", "lc3"):
         broker.create_topic(topic, 3)
     script = tmp_path / "driver.py"
     script.write_text(_CLUSTER_DRIVER)
@@ -467,6 +472,10 @@ def test_ship_to_local_cluster_executors_without_kproducer(tmp_path, broker, exe
     assert sum(acked for v in producers.values() for _, acked in v) == 2 * n_rows, producers
 
     assert read_back(broker.bootstrap, "never", timeout=60) == {0: [], 1: [], 2: []}
+    from kproducer.testing.txnlog import committed_view
+    view = committed_view(broker.bootstrap, "lc3")
+    assert sorted(int(r.key[4:]) for rs in view.records.values() for r in rs) == list(range(n_rows))
+    assert not any(view.open.values()) and len(view.markers) >= 3
     for topic in ("lc1", "lc2"):
         got = read_back(broker.bootstrap, topic, timeout=60)
         keys = sorted(int(m.key[4:]) for msgs in got.values() for m in msgs)
