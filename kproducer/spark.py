@@ -178,8 +178,14 @@ def register(spark) -> None:
     """Registers the ``kproducer`` data source with ``spark`` (a SparkSession):
     ``df.write.format("kproducer")`` and ``df.writeStream.format("kproducer")``. With
     kproducer installed in the driver's Python, PySpark also finds it by itself."""
-    from kproducer.spark_sink import KafkaSink
+    try:
+        from kproducer.spark_sink import KafkaSink
+    except ImportError as exc:
+        import pyspark
 
+        raise ImportError(f"the kproducer data source needs PySpark >= 4.1 (its Arrow data source "
+                          f"writers); this is PySpark {pyspark.__version__}. write_kafka works "
+                          f"with it.") from exc
     spark.dataSource.register(KafkaSink)
 
 

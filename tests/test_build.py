@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,9 @@ def test_wheel_installs_and_imports_in_clean_venv(tmp_path):
           "--no-build-isolation", "-q"])
     wheels = list(dist.glob("kproducer-*.whl"))
     assert len(wheels) == 1, wheels
+    # The top-level module PySpark finds the data source by (kproducer/_spark_discovery).
+    with zipfile.ZipFile(wheels[0]) as zf:
+        assert "pyspark_kproducer/__init__.py" in zf.namelist()
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)])
     py = venv / "bin" / "python"

@@ -5,6 +5,9 @@ PySpark registers the ``DefaultSource`` of every top-level module whose name sta
 without ``kproducer.spark.register(spark)`` wherever kproducer is installed.
 """
 
-from kproducer.spark_sink import KafkaSink as DefaultSource
-
-__all__ = ["DefaultSource"]
+try:
+    from kproducer.spark_sink import KafkaSink as DefaultSource
+except ImportError:
+    # PySpark older than 4.1 lacks the Arrow writers: no DefaultSource, so its lookup of
+    # installed data sources passes this module by instead of failing for every source.
+    pass
