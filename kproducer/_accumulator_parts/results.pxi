@@ -209,6 +209,12 @@ cdef class RecordFuture:
         else:
             self._result.add_done_callback_for(self._index, self, fn)
 
+    def __await__(self):
+        """``await future`` in any running event loop: the RecordMetadata, or the record's
+        error raised. Completions reach each loop in bulk (kproducer.aio)."""
+        from kproducer.aio import loop_future
+        return loop_future(self).__await__()
+
 
 
 cdef inline RecordFuture make_future(BatchResult result, int32_t index, int64_t timestamp):
@@ -230,10 +236,12 @@ cdef class SendManyResult:
     cdef readonly object first_error
     cdef readonly list futures
     cdef object _cond
+    cdef list _callbacks      # add_done_callback's, until settled (then None)
 
     def __cinit__(self, Py_ssize_t records):
         self.records = records
         self._cond = threading.Condition(threading.Lock())
+        self._callbacks = []
 
     cdef void settle(self, Py_ssize_t count, object error):
         if error is None:
@@ -242,9 +250,35 @@ cdef class SendManyResult:
             self.failed += count
             if self.first_error is None:
                 self.first_error = error
+        cdef list callbacks = None
         if self.acked + self.failed >= self.records:
             with self._cond:
                 self._cond.notify_all()
+                callbacks, self._callbacks = self._callbacks, None
+            if callbacks:
+                self._run_callbacks(callbacks)
+
+    cdef void _run_callbacks(self, list callbacks):
+        for fn in callbacks:
+            try:
+                fn(self)
+            except Exception:
+                log.exception("send_many done-callback %r raised", fn)
+
+    def add_done_callback(self, fn):
+        """Calls ``fn(result)`` once every record is settled (at once if already); on the
+        I/O thread: keep it short."""
+        with self._cond:
+            if self._callbacks is not None and self.acked + self.failed < self.records:
+                self._callbacks.append(fn)
+                return
+        self._run_callbacks([fn])
+
+    def __await__(self):
+        """``await result`` in any running event loop: this result, once every record is
+        acknowledged or failed (then ``raise_for_errors()``)."""
+        from kproducer.aio import loop_future
+        return loop_future(self).__await__()
 
     def done(self):
         return self.acked + self.failed >= self.records

@@ -48,3 +48,16 @@ cdef class SendPath:
         if fut is NEED_METADATA or fut is NEED_MEMORY:
             return self.slow(topic, value, key, partition, timestamp_ms, headers, on_delivery, fut)
         return fut
+
+    def try_send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
+                 headers=None, on_delivery=None):
+        """send() that never waits (the asyncio front's fast path): the record's future, or
+        None, with nothing queued, when it needs Python (serializers, a custom partitioner,
+        a transaction's checks, a fork) or a wait (unknown metadata, a full pool)."""
+        cdef object fut
+        if self.needs_python or self.generation != _fork_generation or type(topic) is not str:
+            return None
+        fut = self.acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
+        if fut is NEED_METADATA or fut is NEED_MEMORY:
+            return None
+        return fut

@@ -1,0 +1,185 @@
+"""asyncio: awaitable sends that never block the event loop.
+
+::
+
+    from kproducer.aio import AIOProducer
+
+    async with AIOProducer(bootstrap_servers="broker:9092") as p:     # or await p.start()
+        fut = await p.send("events", b"value", key=b"k")     # queued; the loop never blocks
+        md = await fut                                         # RecordMetadata, or raises
+        md = await p.send_and_wait("events", b"v")             # both in one
+        res = await p.send_many("events", values)              # SendManyResult
+        await res                                              # every record settled
+        await p.flush()
+
+The shape is aiokafka's (``start``/``stop``/``send``/``send_and_wait``/``flush``), over the
+same compiled producer as :class:`kproducer.Producer`, whose futures (``send()``'s
+RecordFuture and ``send_many()``'s SendManyResult) are awaitable from any running loop.
+
+- ``send`` queues the record without blocking: the compiled path first; when the record needs
+  a wait (the topic's metadata, room in ``buffer.memory``) or Python (serializers, a custom
+  partitioner, a transaction's checks), the blocking ``Producer.send`` runs in the loop's
+  default executor and is awaited, so ``max.block.ms`` and every error are as in the sync API.
+  Every 256 sends it yields to the loop once, so a tight ``await p.send(...)`` loop does not
+  starve other tasks.
+- Completions reach a loop in bulk: the I/O thread appends settled futures to the loop's
+  queue and wakes the loop (``call_soon_threadsafe``) only when the queue was empty, so one
+  wake-up serves every record settled until the loop runs. Several loops in several threads
+  each get their own completions.
+- Cancelling a task that awaits a record's future does not unsend the record: it is already
+  queued and ends acknowledged or failed like any other (its callbacks still run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import threading
+import weakref
+
+from kproducer.producer import Producer
+
+__all__ = ["AIOProducer", "loop_future"]
+
+_YIELD_EVERY = 256
+_DRAIN_AT_ONCE = 512
+
+
+class _LoopQueue:
+    """Settled futures waiting for one event loop; drained by one callback per wake-up."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.items: collections.deque = collections.deque()
+        self.lock = threading.Lock()
+        self.scheduled = False
+
+    def push(self, waiter: asyncio.Future, source) -> None:      # any thread
+        self.items.append((waiter, source))
+        with self.lock:
+            if self.scheduled:
+                return
+            self.scheduled = True
+        try:
+            self.loop.call_soon_threadsafe(self.drain)
+        except RuntimeError:        # the loop is closed: nobody is waiting any more
+            pass
+
+    def drain(self) -> None:                                       # the loop's thread
+        items = self.items
+        # At most _DRAIN_AT_ONCE per callback, then the loop's other work: a full queue
+        # (the I/O thread settles whole batches) must not hold the loop for long.
+        for _ in range(min(len(items), _DRAIN_AT_ONCE)):
+            waiter, source = items.popleft()
+            if waiter.done():       # cancelled: the record goes on regardless
+                continue
+            if hasattr(source, "result"):
+                exc = source.exception(0)
+                if exc is not None:
+                    waiter.set_exception(exc)
+                else:
+                    waiter.set_result(source.result(0))
+            else:                   # a SendManyResult: settled as a whole
+                waiter.set_result(source)
+        with self.lock:
+            if items:
+                self.loop.call_soon(self.drain)      # still scheduled: no wake-up needed
+            else:
+                self.scheduled = False
+
+
+_queues: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopQueue]" = weakref.WeakKeyDictionary()
+_queues_lock = threading.Lock()
+
+
+def _queue(loop) -> _LoopQueue:
+    q = _queues.get(loop)
+    if q is None:
+        with _queues_lock:
+            q = _queues.get(loop)
+            if q is None:
+                q = _queues[loop] = _LoopQueue(loop)
+    return q
+
+
+def loop_future(source) -> asyncio.Future:
+    """An asyncio future of the running loop that settles with ``source`` (a RecordFuture
+    or a SendManyResult)."""
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+    source.add_done_callback(functools.partial(_queue(loop).push, waiter))
+    return waiter
+
+
+class AIOProducer:
+    """A producer for asyncio applications; see the module docstring. Configuration as
+    :class:`kproducer.Producer` (a dict of Kafka's dotted names and/or keywords)."""
+
+    def __init__(self, config=None, /, **settings):
+        self._config, self._settings = config, settings
+        self._producer: Producer | None = None
+        self._sends = 0
+
+    @property
+    def producer(self) -> Producer:
+        """The underlying (synchronous, thread-safe) Producer."""
+        if self._producer is None:
+            from kproducer.errors import KafkaError
+            raise KafkaError("the AIOProducer is not started: await start() (or use 'async with')")
+        return self._producer
+
+    async def start(self) -> None:
+        if self._producer is None:
+            self._producer = Producer(self._config, **self._settings)
+
+    async def stop(self, timeout=None) -> None:
+        """Sends what is queued (up to ``timeout`` seconds), then closes; in an executor, so
+        the loop goes on meanwhile."""
+        if self._producer is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._producer.close, timeout)
+
+    async def __aenter__(self) -> "AIOProducer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    async def _yield_now_and_then(self) -> None:
+        self._sends += 1
+        if self._sends % _YIELD_EVERY == 0:
+            await asyncio.sleep(0)
+
+    async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
+                   headers=None, on_delivery=None):
+        """Queues one record and returns its future (await it for the RecordMetadata). Waits
+        for metadata or buffer memory are awaited, never blocking the loop."""
+        p = self.producer
+        fut = p._send_path.try_send(topic, value, key, partition, timestamp_ms, headers, on_delivery)
+        if fut is None:
+            fut = await asyncio.get_running_loop().run_in_executor(None, functools.partial(
+                p.send, topic, value, key, partition, timestamp_ms, headers, on_delivery))
+        await self._yield_now_and_then()
+        return fut
+
+    async def send_and_wait(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
+                            headers=None):
+        """Queues one record and waits for its acknowledgement: the RecordMetadata."""
+        fut = await self.send(topic, value, key, partition, timestamp_ms, headers)
+        return await fut
+
+    async def send_many(self, topic, values, keys=None, **kwargs):
+        """``Producer.send_many`` (a whole column at C speed) in an executor: it may wait for
+        metadata or memory. Returns the SendManyResult; ``await`` it for every outcome."""
+        return await asyncio.get_running_loop().run_in_executor(None, functools.partial(
+            self.producer.send_many, topic, values, keys, **kwargs))
+
+    async def flush(self, timeout=None) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.producer.flush, timeout)
+
+    async def partitions_for(self, topic: str):
+        return await asyncio.get_running_loop().run_in_executor(None, self.producer.partitions_for, topic)
+
+    def metrics(self) -> dict:
+        return self.producer.metrics()
