@@ -88,11 +88,42 @@ def test_a_million_awaited_sends_are_read_back_and_the_loop_keeps_running(broker
     assert metrics["records_acked"] == n and metrics.get("records_failed", 0) == 0
     check = check_topic(broker.bootstrap, topic, n, warmups=0, timeout=300)
     assert check["ok"], check["error"]
-    # A functional bound, generous for two shared cores: the loop thread may wait for the GIL
-    # while the I/O thread holds it (up to the 5 ms switch interval, see issue 11), but never
-    # for a metadata fetch or for buffer memory (those waits run in the executor).
+    # The loop thread waits for the GIL while the I/O thread holds it (its steady state is
+    # still Python: issue 11), 65-130 ms at worst on two shared cores; never for a metadata
+    # fetch or for buffer memory (test_waits_do_not_stall_the_loop makes those last a second).
     print(f"{kind}: longest loop stall {worst * 1000:.1f} ms")
-    assert worst < 0.1, f"the event loop stalled {worst * 1000:.1f} ms"
+    assert worst < 0.5, f"the event loop stalled {worst * 1000:.1f} ms"
+
+
+@pytest.mark.parametrize("kind", ["asyncio", "uvloop"])
+def test_waits_do_not_stall_the_loop(proxied_broker, kind):
+    """Every broker answer held 1 s by the proxy: the first send to a new topic waits a second
+    for its metadata and, with 64 KiB of buffer.memory, later sends wait for acknowledgements
+    to free memory. A send that blocked the loop would stall it about a second each time."""
+    broker, proxy = proxied_broker
+    values = make_values(3000, 100)
+
+    async def main():
+        async with AIOProducer(bootstrap_servers=proxy.bootstrap, buffer_memory=64 * 1024,
+                               batch_size=16 * 1024, linger_ms=0, max_block_ms=30000) as p:
+            await p.partitions_for("warm")        # connected before the delay begins
+            proxy.delay(1.0)
+            beat = Heartbeat()
+            beat.start()
+            t0 = time.perf_counter()
+            futs = [await p.send("slow", v) for v in values]
+            for f in futs:
+                await f
+            elapsed = time.perf_counter() - t0
+            beat.stop()
+            proxy.delay(0)
+            return beat.worst, elapsed
+
+    worst, elapsed = run(kind, main())
+    assert elapsed >= 2.0, elapsed          # it did wait: metadata, then memory, a second each
+    assert worst < 0.5, f"the event loop stalled {worst * 1000:.1f} ms (waits took {elapsed:.1f} s)"
+    check = check_topic(broker.bootstrap, "slow", len(values), warmups=0, timeout=120)
+    assert check["ok"], check["error"]
 
 
 class CountingLoop(asyncio.SelectorEventLoop):
