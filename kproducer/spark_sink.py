@@ -44,8 +44,7 @@ from kproducer.transactions import PreparedTransaction
 
 NAME = "kproducer"
 
-# Options that are not producer settings (lower case: Spark hands options case-insensitively).
-_OWN = {"topic", "exactlyonce", "transactionalidprefix", "ledgertopic"}
+# Options Spark itself may pass along (lower case: Spark hands options case-insensitively).
 _SPARK = {"checkpointlocation", "path", "queryname"}
 # Spark's Kafka sink refuses these, with this reason (KafkaSourceProvider).
 _REFUSED = {
