@@ -949,6 +949,16 @@ int kp_selector_is_sending(const kp_selector *s, int32_t id)
     return id_ok(s, id) && s->conns[id].state != KP_SEL_FREE && s->conns[id].tx.len != 0;
 }
 
+int kp_selector_fd(const kp_selector *s)
+{
+    return s ? s->poller.fd : -1;
+}
+
+int kp_selector_needs_poll(const kp_selector *s)
+{
+    return s && (s->n_pending > 0 || s->n_dirty > 0);
+}
+
 int32_t kp_selector_count(const kp_selector *s)
 {
     return s ? s->count : 0;

@@ -230,6 +230,14 @@ int kp_selector_state(const kp_selector *s, int32_t id);
 int kp_selector_is_connected(const kp_selector *s, int32_t id);
 /* 1 when id has a staged send not yet fully written, else 0. */
 int kp_selector_is_sending(const kp_selector *s, int32_t id);
+/* The epoll descriptor: readable when a poll has I/O to do or the selector was woken, so
+ * another thread may wait on it (poll(2), without calling into the selector) while the
+ * selector's owner is busy. -1 for NULL. */
+int kp_selector_fd(const kp_selector *s);
+/* 1 when the next poll has work that the descriptor does not show: a connect outcome
+ * known at once, or interest changes (a send staged since the last poll) not yet given
+ * to epoll. A thread that waits on kp_selector_fd must poll(0) first when this is 1. */
+int kp_selector_needs_poll(const kp_selector *s);
 /* Number of ids in use (connecting or connected). */
 int32_t kp_selector_count(const kp_selector *s);
 int32_t kp_selector_max_connections(const kp_selector *s);

@@ -68,6 +68,9 @@ cdef enum:
     # How many new batches can start at batch.size before the pool counts as short.
     BATCH_START_SHARE = 16
 
+# No batch deadline named (RecordAccumulator._place's ``due``).
+cdef int64_t NO_DUE = 1 << 62
+
 
 def wall_clock_ms():
     """The clock record timestamps use (ms since the epoch)."""
@@ -82,5 +85,6 @@ include "_accumulator_parts/columns.pxi"
 include "_accumulator_parts/pool.pxi"
 include "_accumulator_parts/batch.pxi"
 include "_accumulator_parts/partitioner.pxi"
+include "_accumulator_parts/io_turn.pxi"
 include "_accumulator_parts/accumulator.pxi"
 include "_accumulator_parts/send_path.pxi"

@@ -300,6 +300,17 @@ cdef class Selector:
         """Number of ids in use (connecting or connected)."""
         return kp_selector_count(self.sel)
 
+    def fileno(self):
+        """The epoll descriptor: readable when a poll has I/O to do or the selector was
+        woken. Another thread may wait on it (poll(2)) while this selector's owner is busy;
+        see :meth:`needs_poll`."""
+        return kp_selector_fd(self.sel)
+
+    def needs_poll(self):
+        """True when the next poll has work :meth:`fileno` does not show (a connect outcome
+        known at once, a send staged since the last poll): poll(0) before waiting on it."""
+        return kp_selector_needs_poll(self.sel) != 0
+
     # -- connections ---------------------------------------------------------------
     def connect(self, int conn_id, str host, int port, int send_buffer=131072,
                 int receive_buffer=32768, *, TlsContext tls=None, str server_hostname=None):

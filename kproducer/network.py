@@ -495,9 +495,14 @@ class NetworkClient:
 
     # -- polling -----------------------------------------------------------------------
 
-    def poll(self, timeout_ms: int, now: int) -> None:
+    def poll_timeout(self, now: int) -> int:
+        """Milliseconds until a request or connection-setup timeout is due."""
+        return self._next_timeout(now)
+
+    def poll(self, timeout_ms: int, now: int) -> int:
         """Does all I/O: connects, writes, reads, completes requests and runs their
-        callbacks, enforces request and connection-setup timeouts."""
+        callbacks, enforces request and connection-setup timeouts. Returns how many
+        events it handled (connects, sends, receives, disconnects, completions, a wakeup)."""
         timeout_ms = max(0, min(timeout_ms, self._next_timeout(now)))
         result = self.selector.poll(timeout_ms)
         now = _monotonic_ms()
@@ -550,6 +555,10 @@ class NetworkClient:
         completions.extend(self._handle_timeouts(now))
         for callback, resp, err in completions:
             callback(resp, err)
+        # A wakeup counts: whoever woke the selector changed something the caller must look
+        # at again (a flush, a new request, a closing producer).
+        return (len(result.connected) + len(result.sent) + len(result.received)
+                + len(result.disconnected) + len(completions) + bool(result.woken))
 
     def _on_response(self, ns: NodeState, payload, now: int, completions: list) -> None:
         try:

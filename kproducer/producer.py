@@ -116,7 +116,8 @@ class Producer:
         needs_python = (self._key_serializer is not None or self._value_serializer is not None
                         or self._custom_partitioner is not None)
         self._txn = self._sender.txn
-        self._send_path = SendPath(self._acc, self._send_slow, needs_python or self._txn is not None)
+        self._send_path = SendPath(self._acc, self._send_slow, needs_python or self._txn is not None,
+                                   self._sender.turn, self._sender.step_from_app)
         if self._txn is not None:
             # Outside an open transaction send() goes through _send_slow, which raises the
             # transaction's state error.
@@ -195,6 +196,8 @@ class Producer:
                         custom = None        # called once per record; None: the built-in choice
                     why = self._acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
                     if why is not NEED_METADATA and why is not NEED_MEMORY:
+                        if self._sender.turn.pending:
+                            self._sender.step_from_app()
                         return why
             if why is NEED_METADATA and not checked:
                 self._acc.check_fields(key, value, headers)   # a bad record fails before any wait
@@ -254,6 +257,8 @@ class Producer:
             result = self._acc.append_many(topic, values, keys, partition, timestamps, headers, on_delivery,
                                            futures, max(0.0, deadline - time.monotonic()))
             if result is not NEED_METADATA:
+                if self._sender.turn.pending:
+                    self._sender.step_from_app()
                 return result
             self._wait(topic, NEED_METADATA, deadline)
 

@@ -24,7 +24,7 @@ import threading
 import time
 from collections import defaultdict
 
-from kproducer._accumulator import batch_from_records, wall_clock_ms
+from kproducer._accumulator import SenderTurn, batch_from_records, wall_clock_ms
 from kproducer.codec import decode_batch
 from kproducer.coordinator import CoordinatorRequests
 from kproducer.errors import KafkaError, KafkaTimeoutError, NetworkError
@@ -41,8 +41,7 @@ log = logging.getLogger("kproducer")
 _SEQ_MOD = 1 << 31   # BaseSequence wraps at Integer.MAX_VALUE (Java's DefaultRecordBatch)
 
 
-def _mono_ms() -> int:
-    return int(time.monotonic() * 1000)
+_mono_ms = SenderTurn.now_ms   # CLOCK_MONOTONIC ms: time.monotonic()'s clock, the watcher's
 
 
 class Sender:
@@ -85,6 +84,12 @@ class Sender:
             # The transaction manager obtains the producer id (InitProducerId with the id).
             self.txn = TransactionManager(self.transactional_id, config.transaction_timeout_ms, self)
             self._need_pid = False
+        # Whose turn it is (see "whose turn" below): one step at a time, by the I/O thread
+        # or by an application thread that holds the GIL when the I/O thread wants a step.
+        self.turn = SenderTurn(client.selector.fileno())
+        accumulator.turn = self.turn
+        self._step_lock = threading.Lock()
+        self._step_owner = None
         self._thread = threading.Thread(target=self._run, name="kproducer-network-thread", daemon=True)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -108,19 +113,64 @@ class Sender:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    # -- whose turn: the I/O thread's, or an application thread's that holds the GIL ---------
+
     def _run(self) -> None:
         log.debug("sender thread started")
         while self.running:
-            self._run_once_safely()
-        # Graceful close: send what is queued and wait for what is in flight.
-        while not self.force_close and (self.acc.queued_batches() or self._in_flight_batches()):
-            self._run_once_safely()
-        if self.force_close:
-            self._fail_all(KafkaError("the producer was closed before this record was sent"))
-        elif self.acks == 0:
-            self._acks0_barrier()
-        self.client.close()
+            self._io_turn()
+        # Graceful close: send what is queued and wait for what is in flight. The step lock
+        # stays held: nobody else steps any more.
+        with self._step_lock:
+            self._step_owner = threading.get_ident()
+            while not self.force_close and (self.acc.queued_batches() or self._in_flight_batches()):
+                self._step_safely()
+                self.turn.wait()
+            if self.force_close:
+                self._fail_all(KafkaError("the producer was closed before this record was sent"))
+            elif self.acks == 0:
+                self._acks0_barrier()
+            self.turn.close()
+            self.client.close()
         log.debug("sender thread stopped")
+
+    def _io_turn(self) -> None:
+        """One turn of the I/O thread: wait, without the GIL, until the watcher wants a step
+        (a socket is ready, the selector was woken, a deadline passed), then run it unless
+        an application thread runs it. The step lock is only ever tried: a thread that held
+        it while waiting for the GIL would keep every other thread from stepping for a
+        switch interval."""
+        self.turn.wait()
+        lock = self._step_lock
+        if not lock.acquire(False):
+            self.turn.wait_clear(10)   # an application thread is stepping
+            return
+        try:
+            if self.turn.pending:
+                self._step_owner = threading.get_ident()
+                self._step_safely()
+        finally:
+            self._step_owner = None
+            lock.release()
+
+    def step_from_app(self) -> None:
+        """Runs the step the watcher asked for, from a thread that holds the GIL already
+        (``send()``), instead of leaving it to the I/O thread, which would wait up to a
+        switch interval for the GIL; does nothing when another thread is stepping.
+        Callbacks of the batches it completes run on this thread."""
+        lock = self._step_lock
+        if not lock.acquire(False):
+            return
+        try:
+            self._step_owner = threading.get_ident()
+            self._step_safely()
+        finally:
+            self._step_owner = None
+            lock.release()
+
+    def in_step(self) -> bool:
+        """True on the thread running a step (e.g. in a delivery callback)."""
+        return self._step_owner == threading.get_ident()
 
     def _acks0_barrier(self) -> None:
         """Before a graceful close with acks=0: one request that does get a response, on
@@ -141,19 +191,30 @@ class Sender:
             self.client.poll(min(100, max(0, deadline - _mono_ms())), _mono_ms())
         self._acks0_nodes.clear()
 
-    def _run_once_safely(self) -> None:
+    def _step_safely(self) -> None:
         try:
-            self.run_once()
+            self._step()
         except Exception:  # the I/O thread must never die: log and keep going
             log.exception("unexpected error in the kproducer network thread")
-            time.sleep(0.01)
+            self.turn.done(_mono_ms() + 10)
 
     def _in_flight_batches(self) -> int:
         return sum(len(b) for b in self.in_flight.values())
 
-    # -- one iteration ---------------------------------------------------------------
+    # -- one step ----------------------------------------------------------------------
 
     def run_once(self) -> None:
+        """One step, then a wait until the next is wanted (tests drive the Sender with this)."""
+        with self._step_lock:
+            self._step()
+        self.turn.wait()
+
+    def _step(self) -> None:
+        """The Sender's work, without waiting: metadata and a producer id when due, then
+        ``ready`` -> ``drain`` -> one Produce request per broker -> a poll(0) that writes,
+        reads and completes. Tells the watcher when the next step is due: now, when this
+        one did I/O whose consequences may be sendable at once."""
+        self.turn.begin()
         now = _mono_ms()
         wall = wall_clock_ms()
         for node, exc in self.client.take_auth_failures():
@@ -168,7 +229,12 @@ class Sender:
             timeout = self._expire(wall, cap)
         else:
             timeout = min(cap, self._send_producer_data(now, wall))
-        self.client.poll(timeout, _mono_ms())
+        now = _mono_ms()
+        if self.client.poll(0, now) or self.client.selector.needs_poll():
+            timeout = 0
+        else:
+            timeout = max(0, min(timeout, self.client.poll_timeout(now), 1 << 40))
+        self.turn.done(now + timeout)
 
     def _on_auth_failure(self, node: int, exc, wall: int) -> None:
         """A failed SASL authentication is not retried (Java's AuthenticationException):

@@ -30,6 +30,9 @@ cdef class RecordAccumulator:
     cdef PyThread_type_lock _lock
     cdef _HeaderScratch _scratch
     cdef object _wakeup
+    # The Sender's turn (set by the Sender): a batch that became sendable, or will be after
+    # linger.ms, names its deadline to the watcher thread. Without one, ``wakeup()``.
+    cdef public SenderTurn turn
     # The sticky partitioner's inputs: its random draws, adaptive partitioning, and the
     # per-node (ready_ms, drain_ms) of Java's NodeLatencyStats (written by the Sender through
     # update_node_latency, read by ready(): both on the I/O thread).
@@ -133,7 +136,7 @@ cdef class RecordAccumulator:
         cdef int64_t klen = -1, vlen = -1
         cdef Py_ssize_t nh = 0
         cdef ProducerBatch b
-        cdef bint wake = False
+        cdef int64_t due = NO_DUE
         cdef int32_t fixed_p
         cdef int64_t want_p = -1
         cdef Py_buffer kview, vview
@@ -176,10 +179,9 @@ cdef class RecordAccumulator:
                 fixed_p = -1
                 if partition is not None:
                     fixed_p = _partition_in_range(want_p, n, topic)
-                p = self._place(st, fixed_p, ts, kptr, klen, vptr, vlen, nh, now, &wake)
+                p = self._place(st, fixed_p, ts, kptr, klen, vptr, vlen, nh, now, &due)
                 if p < 0:
-                    if wake and self._wakeup is not None:
-                        self._wakeup()
+                    self._notify(due)
                     return NEED_MEMORY
                 b = st.open_batches[p]
                 fut = make_future(b.result, b.w.count - 1, ts)
@@ -192,8 +194,8 @@ cdef class RecordAccumulator:
                     PyBuffer_Release(&vview)
         finally:
             self._release()
-        if wake and self._wakeup is not None:
-            self._wakeup()
+        if due != NO_DUE:
+            self._notify(due)
         return fut
 
     def check_fields(self, key, value, headers):
@@ -221,13 +223,13 @@ cdef class RecordAccumulator:
                 PyBuffer_Release(&vview)
 
     cdef int _place(self, _TopicState st, int32_t fixed_p, int64_t ts, const uint8_t *kptr, int64_t klen,
-                    const uint8_t *vptr, int64_t vlen, Py_ssize_t nh, int64_t now, bint *wake) except -2:
+                    const uint8_t *vptr, int64_t vlen, Py_ssize_t nh, int64_t now, int64_t *due) except -2:
         """Places one record (the lock is held): its partition is ``fixed_p`` when >= 0,
         else the murmur2 of its key, else the topic's sticky partition (switched when a
         batch fills, KIP-794). Appends to that partition's open batch, or starts a new
         batch from the pool. Returns the partition, or -1 when the pool has no room for a
-        new batch (``last_need`` is then the bytes to wait for). Sets ``wake`` when a
-        batch became sendable or was started."""
+        new batch (``last_need`` is then the bytes to wait for). Lowers ``due`` (ms from now)
+        to when a batch it filled (0) or started (linger.ms) becomes sendable."""
         cdef int32_t p
         cdef int appended
         cdef bint sticky = False
@@ -248,12 +250,12 @@ cdef class RecordAccumulator:
             p = sp.partition if sp.partition >= 0 else sp.next_partition()
         appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
         if appended == FILLED:
-            wake[0] = True   # the full batch is sendable now
+            due[0] = 0       # the full batch is sendable now
             if sticky:
                 p = sp.next_partition()
                 appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
         if appended == NEED_GROWTH:
-            wake[0] = True   # a waiter makes every batch sendable (the pool is exhausted)
+            due[0] = 0       # a waiter makes every batch sendable (the pool is exhausted)
             return -1        # last_need: the bytes the batch wants to grow by
         if appended != APPENDED:
             # A new batch takes batch.size from buffer.memory, as Java's does, while the pool
@@ -278,13 +280,24 @@ cdef class RecordAccumulator:
             st.queues[p].append(b)
             st.open_batches[p] = b
             self.incomplete.add(b.result)
-            wake[0] = True
+            if self.linger_ms < due[0]:
+                due[0] = self.linger_ms
         if sticky:
             # A batch's worth went to this partition: the next unkeyed record chooses again.
             sp.produced_bytes += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + 8
             if sp.produced_bytes >= self.batch_size:
                 sp.partition = -1
         return p
+
+    cdef int _notify(self, int64_t due) except -1:
+        """A batch is sendable ``due`` ms from now: the watcher steps by then."""
+        if due == NO_DUE:
+            return 0
+        if self.turn is not None:
+            self.turn.due_in(due)
+        elif self._wakeup is not None:
+            self._wakeup()
+        return 0
 
     cdef int _append_open(self, _TopicState st, int32_t p, int64_t ts, const uint8_t *kptr, int64_t klen,
                           const uint8_t *vptr, int64_t vlen, Py_ssize_t nh) except -1:
@@ -336,7 +349,8 @@ cdef class RecordAccumulator:
         cdef int64_t klen, vlen
         cdef ProducerBatch b
         cdef SendManyResult res
-        cdef bint wake = False, per_record_headers = False
+        cdef bint per_record_headers = False
+        cdef int64_t due = NO_DUE
         cdef PyObject **ts_items = NULL
         cdef PyObject **hdr_items = NULL
         cdef const int64_t *ts_array = NULL
@@ -445,7 +459,7 @@ cdef class RecordAccumulator:
                             ts = now
                         if per_record_headers:
                             nh = self._scratch.fill(<object>hdr_items[i], i) if hdr_items[i] != <PyObject *>None else 0
-                        p = self._place(st, fixed_p, ts, kptr, klen, vptr, vlen, nh, now, &wake)
+                        p = self._place(st, fixed_p, ts, kptr, klen, vptr, vlen, nh, now, &due)
                         if p < 0:
                             need = self.last_need
                             break           # wait for memory outside the lock
@@ -472,9 +486,9 @@ cdef class RecordAccumulator:
                             (<ProducerBatch>run_batch[p]).result.add_bulk(res, run_first[p], run_count[p])
                             run_batch[p] = NULL
                     self._release()
-                if wake and self._wakeup is not None:
-                    self._wakeup()
-                    wake = False
+                if due != NO_DUE:
+                    self._notify(due)
+                    due = NO_DUE
                 if need:
                     # Wait for a quarter of the pool, not just one batch: resuming at the first
                     # freed batch would retake the GIL at once and starve the I/O thread again.

@@ -31,12 +31,20 @@ cdef class SendPath:
     # Settable: a transactional producer routes send() through Python (which raises the
     # transaction's state error) whenever no transaction is open.
     cdef public bint needs_python
+    # The Sender's turn: when its I/O thread wants a step (a response came, a deadline is
+    # due) the sending thread, which holds the GIL already, runs ``step()`` itself rather
+    # than leave the I/O thread waiting up to a switch interval for the GIL.
+    cdef SenderTurn turn
+    cdef object step
 
-    def __cinit__(self, RecordAccumulator acc, slow, bint needs_python):
+    def __cinit__(self, RecordAccumulator acc, slow, bint needs_python, SenderTurn turn=None,
+                  step=None):
         self.acc = acc
         self.slow = slow
         self.needs_python = needs_python
         self.generation = _fork_generation
+        self.turn = turn
+        self.step = step
 
     def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
              on_delivery=None):
@@ -47,6 +55,8 @@ cdef class SendPath:
         fut = self.acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
         if fut is NEED_METADATA or fut is NEED_MEMORY:
             return self.slow(topic, value, key, partition, timestamp_ms, headers, on_delivery, fut)
+        if self.turn is not None and self.turn.wanted():
+            self.step()
         return fut
 
     def try_send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,

@@ -68,6 +68,8 @@ cdef extern from "kp_selector.h" nogil:
     int kp_selector_state(const kp_selector *s, int32_t id)
     int kp_selector_is_connected(const kp_selector *s, int32_t id)
     int kp_selector_is_sending(const kp_selector *s, int32_t id)
+    int kp_selector_fd(const kp_selector *s)
+    int kp_selector_needs_poll(const kp_selector *s)
     int32_t kp_selector_count(const kp_selector *s)
     int32_t kp_selector_max_connections(const kp_selector *s)
     int32_t kp_selector_max_frame_size(const kp_selector *s)

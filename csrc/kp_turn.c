@@ -1,0 +1,251 @@
+/* kp_turn.c - see kp_turn.h. */
+#define _GNU_SOURCE
+#include "kp_turn.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+struct kp_turn {
+    int fd;                 /* watched (the selector's epoll descriptor), not owned */
+    int rearm_fd;           /* eventfd: an earlier deadline, or stop */
+    pid_t pid;              /* the process that started the watcher */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* pending or stop changed */
+    int pending;            /* written under mu, read with atomics anywhere */
+    int stop;
+    int polling;            /* the watcher is in poll(2) until poll_until (-1: no limit) */
+    int64_t poll_until;
+    int64_t due_ms;         /* the next deadline the last step named, -1: none */
+    int64_t hint_ms;        /* the earliest deadline named since the last step began, -1: none */
+    uint64_t raised;
+};
+
+int64_t kp_turn_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t earliest(int64_t a, int64_t b)
+{
+    return a < 0 ? b : (b < 0 || a < b ? a : b);
+}
+
+/* Both with mu held. */
+static void raise_locked(kp_turn *t)
+{
+    __atomic_store_n(&t->pending, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&t->raised, 1, __ATOMIC_RELAXED);
+    pthread_cond_broadcast(&t->cv);
+}
+
+static void rearm(kp_turn *t)
+{
+    uint64_t one = 1;
+    ssize_t w = write(t->rearm_fd, &one, sizeof one);
+    (void)w; /* EAGAIN: a re-arm is already pending */
+}
+
+static void *watch(void *arg)
+{
+    kp_turn *t = arg;
+    sigset_t all;
+    /* Signals belong to the interpreter's threads: never interrupt this one for them. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (t->pending && !t->stop)
+            pthread_cond_wait(&t->cv, &t->mu);
+        if (t->stop)
+            break;
+        int64_t due = earliest(t->due_ms, t->hint_ms);
+        int timeout = -1;
+        if (due >= 0) {
+            int64_t left = due - kp_turn_now_ms();
+            timeout = left <= 0 ? 0 : (left > INT_MAX ? INT_MAX : (int)left);
+        }
+        t->polling = 1;
+        t->poll_until = due;
+        pthread_mutex_unlock(&t->mu);
+
+        struct pollfd p[2] = {{t->fd, POLLIN, 0}, {t->rearm_fd, POLLIN, 0}};
+        int n = poll(p, 2, timeout);
+        int err = n < 0 ? errno : 0;
+        if (n > 0 && (p[1].revents & POLLIN)) {
+            uint64_t v;
+            ssize_t r = read(t->rearm_fd, &v, sizeof v);
+            (void)r;
+        }
+
+        pthread_mutex_lock(&t->mu);
+        t->polling = 0;
+        if (t->stop)
+            break;
+        if (n < 0 && err == EINTR)
+            continue;
+        int ready = n > 0 && p[0].revents != 0;
+        int64_t due_at = earliest(t->due_ms, t->hint_ms);
+        int due_now = due_at >= 0 && kp_turn_now_ms() >= due_at;
+        /* poll failing otherwise (it cannot, on a valid descriptor) hands the step to the
+         * Sender rather than spin here. */
+        if (ready || due_now || n < 0)
+            raise_locked(t);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+kp_status kp_turn_new(kp_turn **out, int fd, int *sys_errno)
+{
+    pthread_condattr_t ca;
+    *out = NULL;
+    if (sys_errno) *sys_errno = 0;
+    kp_turn *t = calloc(1, sizeof *t);
+    if (!t)
+        return KP_ERR_NOMEM;
+    t->fd = fd;
+    t->pid = getpid();
+    t->due_ms = -1;
+    t->hint_ms = -1;
+    t->poll_until = -1;
+    t->rearm_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (t->rearm_fd < 0) {
+        if (sys_errno) *sys_errno = errno;
+        free(t);
+        return KP_ERR_SYS;
+    }
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int rc = pthread_create(&t->thread, NULL, watch, t);
+    if (rc != 0) {
+        if (sys_errno) *sys_errno = rc;
+        pthread_cond_destroy(&t->cv);
+        pthread_mutex_destroy(&t->mu);
+        close(t->rearm_fd);
+        free(t);
+        return KP_ERR_SYS;
+    }
+    *out = t;
+    return KP_OK;
+}
+
+void kp_turn_free(kp_turn *t)
+{
+    if (!t)
+        return;
+    if (getpid() != t->pid)
+        return; /* a forked child: the watcher is the parent's; leave everything to it */
+    pthread_mutex_lock(&t->mu);
+    t->stop = 1;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    rearm(t);
+    pthread_join(t->thread, NULL);
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->mu);
+    close(t->rearm_fd);
+    free(t);
+}
+
+int kp_turn_pending(const kp_turn *t)
+{
+    return __atomic_load_n(&t->pending, __ATOMIC_ACQUIRE);
+}
+
+void kp_turn_raise(kp_turn *t)
+{
+    pthread_mutex_lock(&t->mu);
+    raise_locked(t);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void kp_turn_begin(kp_turn *t)
+{
+    pthread_mutex_lock(&t->mu);
+    t->hint_ms = -1;
+    pthread_mutex_unlock(&t->mu);
+}
+
+void kp_turn_done(kp_turn *t, int64_t due_ms)
+{
+    pthread_mutex_lock(&t->mu);
+    t->due_ms = due_ms;
+    __atomic_store_n(&t->pending, 0, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void kp_turn_due_by(kp_turn *t, int64_t due_ms)
+{
+    pthread_mutex_lock(&t->mu);
+    if (due_ms >= 0 && (t->hint_ms < 0 || due_ms < t->hint_ms)) {
+        t->hint_ms = due_ms;
+        if (t->polling && (t->poll_until < 0 || due_ms < t->poll_until))
+            rearm(t);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+static void deadline_in(struct timespec *until, int timeout_ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, until);
+    until->tv_sec += timeout_ms / 1000;
+    until->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until->tv_nsec >= 1000000000L) {
+        until->tv_sec++;
+        until->tv_nsec -= 1000000000L;
+    }
+}
+
+/* Waits with mu held until pending == want (or stop), up to timeout_ms (-1: no limit). */
+static void wait_for(kp_turn *t, int want, int timeout_ms)
+{
+    struct timespec until;
+    if (timeout_ms >= 0)
+        deadline_in(&until, timeout_ms);
+    while (t->pending != want && !t->stop) {
+        if (timeout_ms < 0)
+            pthread_cond_wait(&t->cv, &t->mu);
+        else if (pthread_cond_timedwait(&t->cv, &t->mu, &until) == ETIMEDOUT)
+            break;
+    }
+}
+
+int kp_turn_wait(kp_turn *t, int timeout_ms)
+{
+    int r;
+    pthread_mutex_lock(&t->mu);
+    wait_for(t, 1, timeout_ms);
+    r = t->pending;
+    pthread_mutex_unlock(&t->mu);
+    return r;
+}
+
+int kp_turn_wait_clear(kp_turn *t, int timeout_ms)
+{
+    int r;
+    pthread_mutex_lock(&t->mu);
+    wait_for(t, 0, timeout_ms);
+    r = !t->pending;
+    pthread_mutex_unlock(&t->mu);
+    return r;
+}
+
+uint64_t kp_turn_raised(const kp_turn *t)
+{
+    return __atomic_load_n(&t->raised, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,70 @@
+/* kp_turn.h - whose turn it is to run the producer's Sender step, decided without the GIL.
+ *
+ * The Sender's step (ready, drain, build requests, poll(0), complete batches) runs under the
+ * interpreter lock. A thread that asks for the GIL while the application's thread is busy
+ * in Python gets it only after the switch interval (5 ms), so a step that waits for the I/O
+ * thread's turn adds milliseconds to every acknowledgement. A kp_turn keeps one plain C
+ * thread (the watcher) that never touches Python: it sleeps in poll(2) on the selector's
+ * epoll descriptor until a socket is ready, the selector is woken, or the next deadline
+ * (kp_turn_set_due) passes, and then raises `pending`. Any thread that holds the GIL already
+ * (the application in send()) reads `pending` for the cost of a load and runs the step
+ * itself; the I/O thread waits for `pending` in kp_turn_wait, also without the GIL.
+ *
+ * Contract
+ * - pending stays raised until kp_turn_done, which the thread that ran a step calls after
+ *   its poll(0). The watcher does not watch meanwhile: the descriptor is level-triggered
+ *   and stays readable until a poll consumes it, so watching it would spin.
+ * - Deadlines are CLOCK_MONOTONIC milliseconds (Python's time.monotonic() on Linux). A
+ *   step names its next one in kp_turn_done; between steps, other threads name earlier ones
+ *   with kp_turn_due_by (a new batch's linger.ms, a full batch: now). A watcher sleeping
+ *   past an earlier deadline is re-armed without raising pending. kp_turn_begin, at the
+ *   start of a step, forgets the deadlines named so far: the step sees their batches.
+ * - kp_turn_free stops and joins the watcher; in a forked child (the watcher does not exist
+ *   there) it frees nothing that the parent's thread might use, and leaks the rest.
+ */
+#ifndef KP_TURN_H
+#define KP_TURN_H
+
+#include "kp_common.h"
+
+typedef struct kp_turn kp_turn;
+
+/* Starts the watcher on `fd` (the selector's epoll descriptor; not owned). KP_ERR_NOMEM,
+ * or KP_ERR_SYS with *sys_errno (eventfd, pthread_create). */
+kp_status kp_turn_new(kp_turn **out, int fd, int *sys_errno);
+
+/* Stops and joins the watcher, frees the turn (NULL is allowed). */
+void kp_turn_free(kp_turn *t);
+
+/* 1 when a step is wanted (a socket is ready, a deadline passed, kp_turn_raise). */
+int kp_turn_pending(const kp_turn *t);
+
+/* Raises pending at once (close, a new request from another thread). */
+void kp_turn_raise(kp_turn *t);
+
+/* A step begins: it sees every deadline named so far (kp_turn_due_by), which it includes
+ * in the one it names when done. */
+void kp_turn_begin(kp_turn *t);
+
+/* A step ran its poll: its next deadline is due_ms (CLOCK_MONOTONIC ms, -1: none); clears
+ * pending and lets the watcher watch again. */
+void kp_turn_done(kp_turn *t, int64_t due_ms);
+
+/* A deadline named between steps (a batch that will be sendable at due_ms, 0 or now: at
+ * once): the watcher raises pending at the earliest of these and the last step's. */
+void kp_turn_due_by(kp_turn *t, int64_t due_ms);
+
+/* Waits up to timeout_ms (-1: no limit) for pending; returns 1 if pending. */
+int kp_turn_wait(kp_turn *t, int timeout_ms);
+
+/* Waits up to timeout_ms (-1: no limit) for pending to clear (a step by another thread);
+ * returns 1 if it is clear. */
+int kp_turn_wait_clear(kp_turn *t, int timeout_ms);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+int64_t kp_turn_now_ms(void);
+
+/* Counters for tests and metrics: times the watcher raised pending. */
+uint64_t kp_turn_raised(const kp_turn *t);
+
+#endif /* KP_TURN_H */

@@ -1,0 +1,92 @@
+# Part of the kproducer._accumulator extension (included by _accumulator.pyx): whose turn it is
+# to run the Sender's step (csrc/kp_turn.h says why and how).
+
+from kproducer._cdefs.turn cimport *
+
+
+cdef class SenderTurn:
+    """Who runs the Sender's next step. A C watcher thread (no GIL, ever) raises ``pending``
+    when the selector's epoll descriptor ``fd`` is readable or a deadline (:meth:`done`,
+    :meth:`due_by`) passes; a thread that holds the GIL reads ``pending`` for the cost of a
+    load and runs the step itself; the I/O thread sleeps in :meth:`wait` without the GIL.
+    The thread that ran a step calls :meth:`done` after its poll."""
+    cdef kp_turn *t
+
+    def __cinit__(self, int fd):
+        cdef int err = 0
+        cdef kp_status st = kp_turn_new(&self.t, fd, &err)
+        if st == KP_ERR_SYS:
+            raise OSError(err, f"cannot start the Sender's watcher thread: {os.strerror(err)}")
+        if st != KP_OK:
+            raise_kp_error(st, NULL, "the Sender's watcher thread")
+
+    def __dealloc__(self):
+        kp_turn_free(self.t)
+        self.t = NULL
+
+    def close(self):
+        """Stops the watcher thread (the selector's descriptor may close after this)."""
+        kp_turn_free(self.t)
+        self.t = NULL
+
+    cdef inline bint wanted(self) noexcept:
+        return self.t != NULL and kp_turn_pending(self.t) != 0
+
+    @property
+    def pending(self):
+        return self.wanted()
+
+    @property
+    def raised(self):
+        """How many times the watcher asked for a step."""
+        return 0 if self.t == NULL else kp_turn_raised(self.t)
+
+    def wake(self):
+        """Asks for a step at once."""
+        if self.t != NULL:
+            kp_turn_raise(self.t)
+
+    def begin(self):
+        """A step begins: it sees the deadlines named so far."""
+        if self.t != NULL:
+            kp_turn_begin(self.t)
+
+    def done(self, int64_t due_ms):
+        """A step ran its poll; the next is due at ``due_ms`` (``now_ms()``'s clock, -1:
+        none). The watcher watches again."""
+        if self.t != NULL:
+            kp_turn_done(self.t, due_ms)
+
+    cdef inline void due_in(self, int64_t delay_ms) noexcept:
+        if self.t != NULL:
+            kp_turn_due_by(self.t, kp_turn_now_ms() + (delay_ms if delay_ms > 0 else 0))
+
+    def due_by(self, int64_t due_ms):
+        """A step is due at ``due_ms`` at the latest (between steps: a batch's deadline)."""
+        if self.t != NULL:
+            kp_turn_due_by(self.t, due_ms)
+
+    def wait(self, int timeout_ms=-1):
+        """Waits without the GIL up to ``timeout_ms`` (-1: no limit) for a step to be wanted;
+        True if one is."""
+        cdef int r
+        if self.t == NULL:
+            return False
+        with nogil:
+            r = kp_turn_wait(self.t, timeout_ms)
+        return r != 0
+
+    def wait_clear(self, int timeout_ms=-1):
+        """Waits without the GIL up to ``timeout_ms`` (-1: no limit) until no step is wanted
+        (another thread ran it); True if none is."""
+        cdef int r
+        if self.t == NULL:
+            return True
+        with nogil:
+            r = kp_turn_wait_clear(self.t, timeout_ms)
+        return r != 0
+
+    @staticmethod
+    def now_ms():
+        """CLOCK_MONOTONIC in ms: time.monotonic()'s clock on Linux."""
+        return kp_turn_now_ms()

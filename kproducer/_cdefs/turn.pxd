@@ -1,0 +1,18 @@
+# Declarations of csrc/kp_turn.h.
+from libc.stdint cimport int64_t, uint64_t
+from kproducer._cdefs.common cimport kp_status
+
+cdef extern from "kp_turn.h" nogil:
+    ctypedef struct kp_turn:
+        pass
+    kp_status kp_turn_new(kp_turn **out, int fd, int *sys_errno)
+    void kp_turn_free(kp_turn *t)
+    int kp_turn_pending(const kp_turn *t)
+    void kp_turn_raise(kp_turn *t)
+    void kp_turn_begin(kp_turn *t)
+    void kp_turn_done(kp_turn *t, int64_t due_ms)
+    void kp_turn_due_by(kp_turn *t, int64_t due_ms)
+    int kp_turn_wait(kp_turn *t, int timeout_ms)
+    int kp_turn_wait_clear(kp_turn *t, int timeout_ms)
+    int64_t kp_turn_now_ms()
+    uint64_t kp_turn_raised(const kp_turn *t)
