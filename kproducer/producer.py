@@ -399,6 +399,9 @@ class Producer:
         timeout = _check_timeout(timeout, "flush")
         if self._closed:
             raise KafkaError("cannot flush: the producer is closed")
+        if self._sender.in_step():
+            # The records it would wait for complete in the step this callback runs in.
+            raise KafkaError("cannot flush from a delivery callback: it would wait for itself")
         self._check_fork()
         pending = list(self._acc.incomplete)
         self._acc.flushes_in_progress += 1
@@ -425,6 +428,13 @@ class Producer:
         if fork_generation() != self._generation and os.getpid() != self._pid:
             return  # the parent's producer is not ours to close
         self._acc.closed = True
+        if self._sender.in_step():
+            # From a delivery callback: waiting would wait for this very step. As Java's
+            # close() from its I/O thread, the timeout is 0: what is pending fails.
+            log.warning("kproducer: close() called from a delivery callback; closing with timeout 0")
+            self._sender.initiate_close(force=True)
+            self._metadata.close()
+            return
         self._sender.initiate_close(force=timeout is not None and timeout <= 0)
         if not self._sender.join(timeout if timeout is None or timeout > 0 else None):
             log.warning("kproducer: close timed out after %s s; failing what is left", timeout)

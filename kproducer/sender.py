@@ -1,8 +1,28 @@
 """Sender: the producer's I/O thread (Java's Sender, with the idempotence parts of its
 TransactionManager).
 
-One loop: refresh metadata when due, obtain a producer id when idempotent, then
-``ready`` -> ``drain`` -> one Produce request per broker -> ``poll``. Responses
+What runs where (read this first)
+---------------------------------
+Compiled, without the GIL:
+  - the Selector (csrc/kp_selector.c): every socket read and write, framing, TLS;
+  - the watcher (csrc/kp_turn.c, :class:`SenderTurn`): a plain C thread asleep in poll(2) on
+    the selector's epoll descriptor and on the next deadline (a batch's linger.ms, a retry
+    backoff, a request timeout); it raises ``turn.pending`` when a step is wanted;
+  - batches (csrc/kp_batch.c, the accumulator): records appended, compressed, CRC'd.
+Python, one *step* at a time under the step lock (:meth:`_step`): ready -> drain -> one
+Produce request per broker -> ``poll(0)``, which writes, reads and completes batches (one
+settlement per batch, its callbacks) -- and the policy: retries, splits, metadata,
+idempotence and sequence resets, transactions.
+
+Whose turn: a step runs on whichever thread gets there first with the GIL. ``send()`` and
+``send_many()`` (which hold the GIL already) check ``turn.pending`` -- one load -- and run the
+step themselves, so acknowledgements never wait for the I/O thread to get the GIL from a
+busy application (the interpreter's 5 ms switch interval). The I/O thread waits for
+``pending`` without the GIL and only ever *tries* the step lock: a thread that held it while
+waiting for the GIL would stop every other thread from stepping for a switch interval.
+
+One step: refresh metadata when due, obtain a producer id when idempotent, then
+``ready`` -> ``drain`` -> one Produce request per broker -> ``poll(0)``. Responses
 complete batches, retry them (back to the head of their partition's queue, in
 sequence order, after a backoff), split them (MESSAGE_TOO_LARGE) or fail them
 with an error that names the broker's error code.

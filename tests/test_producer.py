@@ -147,8 +147,74 @@ def test_callbacks_run_without_polling_and_errors_in_them_are_contained(broker, 
             # The producer survived the raising callback.
             assert p.send("cb", b"after").result(10).offset >= 0
     assert all(err is None for err, _, _ in results)
-    assert {name for _, _, name in results} == {"kproducer-network-thread"}
+    # No poll call: the I/O thread runs them, or a send() that found a step wanted (the
+    # Sender's turn) ran it on the application's own thread.
+    assert {name for _, _, name in results} <= {"kproducer-network-thread", "MainThread"}
     assert "user bug" in caplog.text
+
+
+@pytest.mark.timeout(120)
+def test_a_busy_application_thread_settles_its_own_acknowledgements(broker):
+    """The Sender's turn: while the application thread keeps the GIL (a Python loop that spins
+    between sends), acknowledgements do not wait for the I/O thread to get it: the watcher
+    thread says a step is wanted, send() runs it, and the callbacks run on the application
+    thread."""
+    broker.create_topic("busy", 2)
+    names: dict = defaultdict(int)
+    acked = []
+
+    def on_delivery(err, md):
+        acked.append(err)
+        names[threading.current_thread().name] += 1
+
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=1) as p:
+        p.send("busy", b"warm-up").result(10)
+        deadline = time.monotonic() + 60
+        i = 0
+        while len(acked) < 2000:
+            assert time.monotonic() < deadline, f"{len(acked)} of {i} acknowledged"
+            spin = time.perf_counter() + 0.0002
+            while time.perf_counter() < spin:
+                pass                      # busy in Python: the GIL stays with this thread
+            p.send("busy", b"v%d" % i, key=b"k%d" % (i % 10), on_delivery=on_delivery)
+            i += 1
+        stepped = p._sender.turn.raised
+    assert all(err is None for err in acked)
+    assert stepped > 0
+    assert names["MainThread"] > names["kproducer-network-thread"], dict(names)
+
+
+@pytest.mark.timeout(120)
+def test_flush_and_close_from_a_delivery_callback(broker):
+    broker.create_topic("cbc", 1)
+    p = Producer(bootstrap_servers=broker.bootstrap)
+    outcome = []
+    ran = threading.Event()
+
+    def flushing(err, md):
+        try:
+            p.flush(5)
+            outcome.append(None)
+        except KafkaError as exc:
+            outcome.append(exc)
+        ran.set()
+
+    p.send("cbc", b"a", on_delivery=flushing)
+    assert ran.wait(30)
+    assert isinstance(outcome[0], KafkaError) and "delivery callback" in str(outcome[0])
+    # close() from a callback closes at once (Java's close from the I/O thread: timeout 0).
+    closed = threading.Event()
+
+    def closing(err, md):
+        p.close()
+        closed.set()
+
+    p.send("cbc", b"b", on_delivery=closing)
+    assert closed.wait(30)
+    assert p._sender.join(10), "the I/O thread stopped after the step that closed it"
+    with pytest.raises(KafkaError, match="closed"):
+        p.send("cbc", b"c")
+    p.close()                             # closing again does nothing
 
 
 @pytest.mark.timeout(120)
