@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     results = runner.run(args, args.names, sizes, env)
 
     summary = report.summarize(results["runs"])
-    producer_names = [n for n in args.names if n not in (scenarios.SPARK, scenarios.MICRO)]
+    producer_names = [n for n in args.names if n not in scenarios.SPECIAL_NAMES]
     doc = {
         "started_at": started.isoformat(timespec="seconds"),
         "command": ["python", "-m", "bench", *(sys.argv[1:] if argv is None else argv)],
@@ -112,14 +112,18 @@ def main(argv=None) -> int:
                         "version": env["versions"].get(clients.DISTRIBUTION[c]),
                         "defaults_in_force": clients.DEFAULTS_NOTE[c]} for c in clients.CLIENTS},
         "summary": summary,
-        "ratios": report.headline_ratios(summary, results["micro"]),
+        "ratios": (report.headline_ratios(summary, results["micro"])
+                   + report.latency_ratios(results["latency"])),
+        "latency": results["latency"],
         "runs": results["runs"],
         "micro": results["micro"],
         "skipped": results["skipped"],
         "broker_errors": results["broker_errors"],
         "elapsed_s": results["elapsed_s"],
     }
-    failed = [r for r in results["runs"] if not r["ok"]]
+    failed = ([r for r in results["runs"] if not r["ok"]]
+              + [{**r, "client": f"{r['client']} at {r['rate']}/s, {r['loop']} loop"}
+                 for r in results["latency"] if not r["ok"]])
     micro_errors = (results["micro"] or {}).get("errors") or []
     doc["failed"] = ([f"{r['scenario']} / {r['client']}: {r['error']}" for r in failed]
                      + [f"micro: {e}" for e in micro_errors])
@@ -131,9 +135,14 @@ def main(argv=None) -> int:
         fh.write(md)
     report.write_json(doc, paths["json"])
     report.chart(doc, paths["png"])
+    if results["latency"]:
+        report.latency_chart(results["latency"], os.path.join(out_dir, "latency.png"))
 
     print()
     print("\n".join(report.producer_table(summary)))
+    if results["latency"]:
+        print()
+        print("\n".join(report.latency_table(results["latency"])))
     if results["micro"]:
         print()
         print("\n".join(report.micro_tables(results["micro"])))

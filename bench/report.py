@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import math
 
-from bench import clients, scenarios, spark_recipes
+from bench import clients, latency, scenarios, spark_recipes
 
 TABLE_HEADER = ("| scenario | client | records | records/s | MB/s | CPU µs/record | "
                 "peak RSS MiB (over data) | broker CPU µs/record | vs reference |")
 TARGET_SEND_MANY = 4.0        # issue 4: send_many >= 4x confluent's produce/poll loop
 TARGET_SPARK = 2.0            # issue 4: write_kafka >= 2x the faster confluent recipe (13: the data source)
 TARGET_SPARK_EO = 1.5         # issue 13: the data source with exactlyOnce >= 1.5x it
+LATENCY_HEADER = ("| rate | application loop | client | records/s achieved | p50 ms | p99 ms | "
+                  "p99.9 ms | max ms | p50 / p99 vs reference |")
 
 
 # ---- summary ------------------------------------------------------------------------------
@@ -126,6 +128,50 @@ def headline_ratios(rows: list[dict], micro: dict | None) -> list[dict]:
     return out
 
 
+def latency_ratios(rows: list[dict]) -> list[dict]:
+    """Issue 11's latency goals: at each fixed rate and loop, kproducer's p50 and p99 no
+    higher than confluent-kafka's (a ratio <= 1 meets it; shown as reference / kproducer so
+    that, like the throughput ratios, higher is better)."""
+    out = []
+    for rate, loop in latency.PLAN:
+        if not rate:
+            continue
+        mine = next((r for r in rows if r["rate"] == rate and r["loop"] == loop
+                     and r["client"] == latency.KPRODUCER), None)
+        ref = next((r for r in rows if r["rate"] == rate and r["loop"] == loop
+                    and r["client"] == latency.CONFLUENT), None)
+        if mine is None or ref is None:
+            continue
+        for q in ("p50", "p99"):
+            label = f"latency {q} {rate:,}/s {loop} loop: {latency.CONFLUENT} / {latency.KPRODUCER}"
+            if not (mine["ok"] and ref["ok"]):
+                out.append({"label": label, "value": None, "target": 1.0, "met": None,
+                            "detail": "a run FAILED verification"})
+                continue
+            a, b = ref[f"{q}_ms"], mine[f"{q}_ms"]
+            out.append({"label": label, "value": a / b, "target": 1.0, "met": b <= a,
+                        "detail": f"{b:.2f} ms vs {a:.2f} ms, every client at its defaults"})
+    return out
+
+
+def latency_table(rows: list[dict]) -> list[str]:
+    lines = [LATENCY_HEADER, "|--:|---|---|--:|--:|--:|--:|--:|--:|"]
+    for r in rows:
+        rate = f"{r['rate']:,}/s" if r["rate"] else "unpaced"
+        if not r["ok"]:
+            lines.append(f"| {rate} | {r['loop']} | {r['client']} | FAILED | | | | | "
+                         f"{(r['error'] or '')[:120]} |")
+            continue
+        ref = next((x for x in rows if x["rate"] == r["rate"] and x["loop"] == r["loop"]
+                    and x["client"] == latency.CONFLUENT and x["ok"]), None)
+        vs = "reference" if r["client"] == latency.CONFLUENT else (
+            f"{r['p50_ms'] / ref['p50_ms']:.2f}× / {r['p99_ms'] / ref['p99_ms']:.2f}×" if ref else "–")
+        lines.append(f"| {rate} | {r['loop']} | {r['client']} | {r['achieved_rate']:,.0f} | "
+                     f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | "
+                     f"{r['max_ms']:.2f} | {vs} |")
+    return lines
+
+
 # ---- text ---------------------------------------------------------------------------------
 
 def _fmt(v, spec, default="–"):
@@ -231,6 +277,16 @@ def markdown(doc: dict) -> str:
     out += [f"- {line}" for line in ratio_lines(doc["ratios"])] or ["- (none measured)"]
     out += ["", "## Producers", ""]
     out += producer_table(doc["summary"])
+    if doc.get("latency"):
+        out += ["", "## Acknowledgement latency", "",
+                "100 B keyed records at a fixed rate, every client at its own defaults (acks=all, "
+                "linger.ms 5); latency from just before the send call to the record's delivery "
+                "callback. `busy`: the application spins in Python between sends (it keeps the "
+                "GIL); `sleep`: it sleeps (confluent-kafka polls) until the next send is due; "
+                "`unpaced`: as fast as the client goes. Each run read back. Reference: "
+                f"{latency.CONFLUENT}; lower ratios are better.", ""]
+        out += latency_table(doc["latency"])
+        out += ["", "![acknowledgement latency histograms](latency.png)"]
     out += ["", "Scenarios:", ""]
     for name, s in doc["scenarios"].items():
         out.append(f"- `{name}`: {s['description']}")
@@ -290,6 +346,36 @@ def chart(doc: dict, path: str) -> None:
                  f"{'quick' if doc['parameters']['quick'] else 'full'} run", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def latency_chart(rows: list[dict], path: str) -> None:
+    """One histogram panel per (rate, loop): each client's share of records per latency
+    bucket (log-spaced, 0.1 ms to 1 s), OpenMessaging Benchmark's view."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plan = [k for k in latency.PLAN if any(r["rate"] == k[0] and r["loop"] == k[1] for r in rows)]
+    fig, axes = plt.subplots(1, max(len(plan), 1), figsize=(3.2 * max(len(plan), 1), 3.6),
+                             sharey=True, squeeze=False)
+    for ax, (rate, loop) in zip(axes[0], plan):
+        for r in rows:
+            if r["rate"] != rate or r["loop"] != loop or not r["ok"]:
+                continue
+            h = r["histogram"]
+            total = sum(h["counts"]) or 1
+            edges = [h["edges_ms"][0] / 10 ** 0.1] + h["edges_ms"]
+            ax.stairs([c / total for c in h["counts"]], edges + [edges[-1] * 10 ** 0.1],
+                      label=r["client"])
+        ax.set_xscale("log")
+        ax.set_title(f"{f'{rate:,}/s' if rate else 'unpaced'}, {loop}", fontsize=9)
+        ax.set_xlabel("ms")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("share of records")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 

@@ -18,7 +18,7 @@ import sys
 import time
 import uuid
 
-from bench import clients, scenarios, spark_recipes
+from bench import clients, latency, scenarios, spark_recipes
 from bench.data import payload_bytes
 from bench.procstat import cpu_seconds
 from bench.verify import check_topic
@@ -213,6 +213,53 @@ def producer_run(cluster: Cluster, scenario, client: str, records: int, args, re
     return row
 
 
+# ---- the latency scenario -----------------------------------------------------------------
+
+def latency_runs(cluster: Cluster, names: list[str], seconds: float, progress) -> list[dict]:
+    """Each (rate, loop) of :data:`bench.latency.PLAN` for every client, the clients'
+    order alternating from one run to the next; each run on a fresh topic, read back."""
+    rows = []
+    for i, (rate, loop) in enumerate(latency.PLAN):
+        order = names if i % 2 == 0 else list(reversed(names))
+        for client in order:
+            n = latency.records_for(rate, seconds)
+            progress.show(f"latency: {client}, {f'{rate:,}/s' if rate else 'unpaced'}, "
+                          f"{loop} loop, {n:,} records")
+            topic = cluster.new_topic(f"latency-{client}")
+            spec = {"client": client, "bootstrap": cluster.bootstrap, "topic": topic,
+                    "rate": rate, "loop": loop, "seconds": seconds}
+            row = {"scenario": scenarios.LATENCY, "client": client, "rate": rate, "loop": loop,
+                   "records": n, "topic": topic, "ok": False, "error": None}
+            try:
+                proc = subprocess.run([sys.executable, "-m", "bench.latency", json.dumps(spec)],
+                                      cwd=ROOT, capture_output=True, text=True, check=False,
+                                      timeout=120 + 4 * seconds)
+            except subprocess.TimeoutExpired as exc:
+                proc = None
+                row["error"] = f"client process timed out after {exc.timeout:.0f} s"
+            if proc is not None and proc.returncode != 0:
+                row["error"] = f"client process exited {proc.returncode}: {proc.stderr.strip()[-1500:]}"
+            elif proc is not None:
+                row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+                check = check_topic(cluster.bootstrap, topic, n)
+                row["verify"] = check
+                problems = []
+                if row["failed"] or row["missing"]:
+                    problems.append(f"{row['failed']} records failed, {row['missing']} never "
+                                    f"acknowledged")
+                if not check["ok"]:
+                    problems.append(f"read-back: {check['error']}")
+                row["error"] = "; ".join(problems) or None
+                row["ok"] = not problems
+            cluster.drop_topic(topic)
+            rows.append(row)
+            progress.step()
+            if not row["ok"]:
+                print(f"\nFAILED latency / {client} / {rate} / {loop}: {row['error']}",
+                      file=sys.stderr)
+    return rows
+
+
 # ---- the Spark scenario -------------------------------------------------------------------
 
 def spark_runs(cluster: Cluster, rows: int, args) -> list[dict]:
@@ -284,7 +331,7 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
     """Runs every selected scenario; returns the results as plain data."""
     from bench import micro
 
-    producer_names = [n for n in names if n not in (scenarios.SPARK, scenarios.MICRO)]
+    producer_names = [n for n in names if n not in scenarios.SPECIAL_NAMES]
     available = [c for c in clients.CLIENTS if installed(clients.DISTRIBUTION[c])]
     if args.clients:
         available = [c for c in available if c in args.clients]
@@ -303,10 +350,14 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
                 skipped[f"{name} / {client}"] = why
             else:
                 plan.append((scenario, client))
-    total = len(plan) * args.repeat + spark_on + (scenarios.MICRO in names)
+    latency_clients = [c for c in latency.CLIENTS if installed(clients.DISTRIBUTION[c])
+                       and (not args.clients or c in args.clients)]
+    latency_on = scenarios.LATENCY in names and bool(latency_clients)
+    total = (len(plan) * args.repeat + spark_on + (scenarios.MICRO in names)
+             + latency_on * len(latency.PLAN) * len(latency_clients))
     progress = Progress(total)
     cluster = Cluster(args.bootstrap_servers, args.partitions)
-    results = {"runs": [], "micro": None, "skipped": skipped, "broker_errors": {}}
+    results = {"runs": [], "micro": None, "latency": [], "skipped": skipped, "broker_errors": {}}
     started = time.monotonic()
     try:
         if scenarios.MICRO in names:
@@ -332,6 +383,13 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
                         progress.step()
                         if not row["ok"]:
                             print(f"\nFAILED {name} / {client}: {row['error']}", file=sys.stderr)
+            finally:
+                cluster.end_scenario()
+        if latency_on:
+            cluster.start_scenario(scenarios.LATENCY)
+            try:
+                results["latency"] = latency_runs(cluster, latency_clients, sizes.latency_seconds,
+                                                  progress)
             finally:
                 cluster.end_scenario()
         if spark_on:

@@ -27,7 +27,9 @@ that is librdkafka's and kafka-python's default, while Java (and so kproducer) a
 default to level 9, LZ4 HC, several times slower to compress; aiokafka has no setting and
 stays at 9. zstd runs at every client's default, level 3.
 
-Besides these: ``spark`` (``kproducer.spark.write_kafka`` against the confluent-kafka
+Besides these: ``latency`` (acknowledgement latency at fixed rates with an application loop
+that keeps the GIL busy and one that sleeps, every client at its defaults: :mod:`bench.latency`),
+``spark`` (``kproducer.spark.write_kafka`` against the confluent-kafka
 ``foreachPartition`` and ``mapInPandas`` recipes, when pyspark is installed) and ``micro``
 (the encode and CRC-32C microbenchmarks of :mod:`bench.micro`).
 """
@@ -76,12 +78,16 @@ PRODUCER_SCENARIOS = (
 )
 SPARK = "spark"
 MICRO = "micro"
-ALL_NAMES = tuple(s.name for s in PRODUCER_SCENARIOS) + (SPARK, MICRO)
+LATENCY = "latency"
+ALL_NAMES = tuple(s.name for s in PRODUCER_SCENARIOS) + (LATENCY, SPARK, MICRO)
+# Scenarios that are not a producer matrix row (each has its own runner and table).
+SPECIAL_NAMES = (LATENCY, SPARK, MICRO)
 
 # What --quick runs: the base scenario (issue 4's send_many figure), one variation that
 # changes the protocol path (idempotence: InitProducerId, sequence numbers) and one that
-# changes the encoding path (compression), plus a tiny Spark run and the microbenchmarks.
-QUICK_NAMES = ("base", "idempotent", "lz4", SPARK, MICRO)
+# changes the encoding path (compression), plus short latency runs, a tiny Spark run and the
+# microbenchmarks.
+QUICK_NAMES = ("base", "idempotent", "lz4", LATENCY, SPARK, MICRO)
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,7 @@ class Sizes:
     spark_rows: int
     micro_records: int
     micro_repeat: int
+    latency_seconds: float    # per latency run (rate x seconds records)
 
     def for_client(self, scenario: Scenario, slow: bool) -> int:
         n = self.records_1kib if scenario.value_size >= 1024 else self.records
@@ -101,9 +108,9 @@ class Sizes:
 
 
 FULL = Sizes(records=1_000_000, records_1kib=250_000, slow_fraction=0.1, spark_rows=2_000_000,
-             micro_records=200_000, micro_repeat=5)
+             micro_records=200_000, micro_repeat=5, latency_seconds=5.0)
 QUICK = Sizes(records=20_000, records_1kib=5_000, slow_fraction=0.25, spark_rows=20_000,
-              micro_records=10_000, micro_repeat=2)
+              micro_records=10_000, micro_repeat=2, latency_seconds=0.5)
 
 
 def select(patterns: list[str] | None, quick: bool) -> list[str]:

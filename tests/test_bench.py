@@ -14,7 +14,7 @@ from confluent_kafka import Producer as ConfluentProducer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)   # bench/ lives in the checkout, it is not an installed package
 
-from bench import clients, report, scenarios, spark_recipes
+from bench import clients, latency, report, scenarios, spark_recipes
 from bench.data import make_values
 from bench.verify import check_topic
 
@@ -39,8 +39,7 @@ def test_bench_quick_writes_verified_results(tmp_path):
     assert "compiled" in env["versions"]["kproducer"]
 
     # Every quick scenario ran, every installed client in each (the test extra has them all).
-    expected_producer = [n for n in scenarios.QUICK_NAMES
-                         if n not in (scenarios.SPARK, scenarios.MICRO)]
+    expected_producer = [n for n in scenarios.QUICK_NAMES if n not in scenarios.SPECIAL_NAMES]
     seen = {(r["scenario"], r["client"]) for r in doc["summary"]}
     for name in expected_producer:
         for client in clients.CLIENTS:
@@ -69,10 +68,23 @@ def test_bench_quick_writes_verified_results(tmp_path):
     assert "Spark write_kafka / faster confluent recipe" in labels
     assert doc["micro"]["encode"] and doc["micro"]["crc"] and not doc["micro"]["errors"]
 
+    # The latency scenario: every (rate, loop) for both clients, verified, with percentiles.
+    lat = doc["latency"]
+    assert {(r["rate"], r["loop"], r["client"]) for r in lat} == {
+        (rate, loop, c) for rate, loop in latency.PLAN for c in latency.CLIENTS}
+    for r in lat:
+        assert r["ok"] and r["verify"]["ok"] and r["verify"]["read"] == r["records"] + 1, r
+        assert r["failed"] == 0 and r["missing"] == 0 and r["count"] == r["records"], r
+        assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["p999_ms"] <= r["max_ms"], r
+        assert sum(r["histogram"]["counts"]) == r["count"], r
+    assert any(t["label"].startswith("latency p99 10,000/s busy loop") for t in doc["ratios"])
+    assert (out / "latency.png").read_bytes().startswith(PNG_MAGIC)
+
     png = (out / "results.png").read_bytes()
     assert png.startswith(PNG_MAGIC) and len(png) > 1000
     md = (out / "results.md").read_text()
     assert report.TABLE_HEADER in md and "| base | kproducer send_many |" in md
+    assert report.LATENCY_HEADER in md and report.LATENCY_HEADER in proc.stdout
     assert report.TABLE_HEADER in proc.stdout
     assert "kproducer send_many 100B / confluent produce/poll:" in proc.stdout
     assert "Every run verified" in proc.stdout and "FAILED" not in proc.stdout

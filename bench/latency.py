@@ -1,0 +1,172 @@
+"""Acknowledgement latency at fixed rates, in a process of its own:
+``python -m bench.latency SPEC_JSON`` prints one JSON line.
+
+What OpenMessaging Benchmark reports, measured the way an application meets it: records of
+``value_size`` bytes with a key, sent at a fixed ``rate`` (records/s; 0: as fast as the
+client goes) for ``seconds``, every client at its own defaults (``settings`` adds to them);
+latency runs from just before the send call to the record's delivery callback.
+
+``loop`` is what the application does between sends:
+
+- ``busy``: spins in Python until the next send is due, so the application thread keeps the
+  GIL (what a busy application does); a client whose I/O thread needs the GIL waits for the
+  interpreter's switch interval.
+- ``sleep``: ``time.sleep`` until the next send is due (the GIL is free meanwhile).
+
+confluent-kafka runs callbacks only inside ``poll()``: its loop calls ``poll(0)`` after every
+produce, as its documentation shows, and a sleeping loop also polls while it waits. kproducer
+needs no poll call.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from bench.data import make_keys, make_values
+
+KPRODUCER = "kproducer send()"
+CONFLUENT = "confluent produce/poll"
+CLIENTS = (KPRODUCER, CONFLUENT)
+# (rate, loop) runs of the scenario: fixed rates with both application loops, then as fast as
+# each client goes (rate 0: no pacing, so no loop between sends).
+RATES = (1_000, 10_000, 50_000)
+LOOPS = ("busy", "sleep")
+PLAN = tuple((rate, loop) for rate in RATES for loop in LOOPS) + ((0, "none"),)
+WARMUP_VALUE = b"warm-up"
+
+
+def percentiles(samples_ns: list[int]) -> dict:
+    """p50 / p99 / p99.9 / max in milliseconds (nearest rank), plus a log-scale histogram."""
+    s = sorted(samples_ns)
+    n = len(s)
+    if not n:
+        return {"count": 0}
+
+    def rank(q: float) -> float:
+        return s[min(n - 1, max(0, int(q * n + 0.5) - 1))] / 1e6
+
+    # Buckets: 0.1 ms to 1 s, 10 per decade (the chart's histogram).
+    edges = [0.1 * 10 ** (i / 10) for i in range(41)]
+    counts = [0] * (len(edges) + 1)
+    i = 0
+    for v in s:
+        ms = v / 1e6
+        while i < len(edges) and ms >= edges[i]:
+            i += 1
+        counts[i] += 1
+    return {"count": n, "p50_ms": rank(0.50), "p99_ms": rank(0.99), "p999_ms": rank(0.999),
+            "max_ms": s[-1] / 1e6, "mean_ms": sum(s) / n / 1e6,
+            "histogram": {"edges_ms": edges, "counts": counts}}
+
+
+def _pace(loop: str, due: int, poll=None) -> None:
+    """Waits until perf_counter_ns() >= due the way ``loop`` says."""
+    if loop == "busy":
+        while time.perf_counter_ns() < due:
+            pass
+        return
+    while True:
+        left = due - time.perf_counter_ns()
+        if left <= 0:
+            return
+        if poll is not None:
+            poll(min(left / 1e9, 0.001))
+        else:
+            time.sleep(left / 1e9)
+
+
+def records_for(rate: int, seconds: float) -> int:
+    """Records of a run: ``seconds`` at ``rate``; unpaced runs (rate 0) send 200,000/s worth."""
+    return max(1, int((rate or 200_000) * seconds))
+
+
+def _interval_ns(rate: int) -> int:
+    return 1_000_000_000 // rate if rate > 0 else 0
+
+
+def run_kproducer(spec: dict, values: list, keys: list) -> tuple[list[int], float, dict]:
+    from kproducer import Producer
+
+    settings = dict(spec.get("settings") or {})
+    p = Producer(bootstrap_servers=spec["bootstrap"], **settings)
+    topic = spec["topic"]
+    p.send(topic, WARMUP_VALUE).result(timeout=60)
+    n, interval = len(values), _interval_ns(spec["rate"])
+    lat = [0] * n
+    clock = time.perf_counter_ns
+
+    def make_cb(i: int, t0: int):
+        def cb(err, md):
+            lat[i] = clock() - t0 if err is None else -1
+        return cb
+
+    loop = spec["loop"]
+    nk = len(keys)
+    start = clock()
+    for i in range(n):
+        if interval:
+            _pace(loop, start + i * interval)
+        t0 = clock()
+        p.send(topic, values[i], key=keys[i % nk], on_delivery=make_cb(i, t0))
+    p.flush()
+    elapsed = (clock() - start) / 1e9
+    p.close()
+    return lat, elapsed, settings
+
+
+def run_confluent(spec: dict, values: list, keys: list) -> tuple[list[int], float, dict]:
+    from confluent_kafka import Producer
+
+    settings = {"bootstrap.servers": spec["bootstrap"], **(spec.get("settings") or {})}
+    p = Producer(settings)
+    topic = spec["topic"]
+    p.produce(topic, WARMUP_VALUE)
+    p.flush(60)
+    n, interval = len(values), _interval_ns(spec["rate"])
+    lat = [0] * n
+    clock = time.perf_counter_ns
+
+    def make_cb(i: int, t0: int):
+        def cb(err, msg):
+            lat[i] = clock() - t0 if err is None else -1
+        return cb
+
+    loop = spec["loop"]
+    nk = len(keys)
+    start = clock()
+    for i in range(n):
+        if interval:
+            _pace(loop, start + i * interval, p.poll if loop == "sleep" else None)
+        t0 = clock()
+        while True:
+            try:
+                p.produce(topic, values[i], key=keys[i % nk], on_delivery=make_cb(i, t0))
+                break
+            except BufferError:     # queue full: serve callbacks, then try again
+                p.poll(0.001)
+        p.poll(0)
+    p.flush(120)
+    elapsed = (clock() - start) / 1e9
+    return lat, elapsed, {k: v for k, v in settings.items() if k != "bootstrap.servers"}
+
+
+RUNNERS = {KPRODUCER: run_kproducer, CONFLUENT: run_confluent}
+
+
+def run(spec: dict) -> dict:
+    values = make_values(records_for(spec["rate"], spec["seconds"]), spec.get("value_size", 100))
+    keys = make_keys(1000)
+    lat, elapsed, settings = RUNNERS[spec["client"]](spec, values, keys)
+    failed = sum(1 for v in lat if v < 0)
+    ok = [v for v in lat if v > 0]
+    out = {"client": spec["client"], "rate": spec["rate"], "loop": spec["loop"],
+           "records": len(lat), "failed": failed, "missing": len(lat) - len(ok) - failed,
+           "achieved_rate": len(lat) / elapsed if elapsed > 0 else 0.0, "settings": settings}
+    out.update(percentiles(ok))
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(json.loads(sys.argv[1]))))
