@@ -113,6 +113,7 @@ class ProducerBatch:
     def created_ms(self) -> int: ...
     last_attempt_ms: int
     drained_ms: int
+    reached_size: bool
     attempts: int
     backoff_ms: int
     base_sequence: int
@@ -162,6 +163,8 @@ class RecordAccumulator:
     @property
     def batch_size(self) -> int: ...
     @property
+    def batch_max_size(self) -> int: ...
+    @property
     def linger_ms(self) -> int: ...
     @property
     def codec(self) -> int: ...
@@ -183,7 +186,7 @@ class RecordAccumulator:
     def max_request_size(self) -> int: ...
     @property
     def incomplete(self) -> set[BatchResult]: ...
-    def __init__(self, *, batch_size: int = ..., linger_ms: int = ..., compression: str = ...,
+    def __init__(self, *, batch_size: int = ..., batch_max_size: int = ..., linger_ms: int = ..., compression: str = ...,
                  compression_level: Any = ..., buffer_memory: int = ..., ignore_keys: bool = ...,
                  retry_backoff_ms: int = ..., retry_backoff_max_ms: int = ..., max_request_size: int = ...,
                  wakeup: Optional[Callable[[], Any]] = ..., adaptive: bool = ...,

@@ -59,6 +59,7 @@ cdef enum:
     APPENDED = 1
     FILLED = 2
     NEED_GROWTH = 3     # the open batch must grow and the pool has not the bytes yet
+    REACHED = 4         # the open batch reached batch.size: sendable, still open (KIP-782)
     # A record in a batch of its own is at most its key, value and header bytes plus this
     # (csrc/kp_batch.h): what max.request.size and buffer.memory are checked against.
     RECORD_OVERHEAD = KP_BATCH_HEADER_SIZE + KP_RECORD_MAX_FRAMING

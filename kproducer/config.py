@@ -139,7 +139,14 @@ _DEFS = [
             "How long to wait for more records to fill a batch before sending it "
             "(0: send at once).", min=0),
     Setting("batch.size", "int", 16384,
-            "Upper bound in bytes of one partition's record batch (0 disables batching).", min=0),
+            "Bytes at which a partition's record batch is sendable at once (0 disables "
+            "batching).", min=0),
+    Setting("batch.max.size", "int", 262144,
+            "Upper bound in bytes of one partition's record batch (KIP-782): a batch that "
+            "reached batch.size goes out as soon as its leader can take a request, and keeps "
+            "taking records up to this size while it cannot (requests in flight, backing off, "
+            "connecting). At least batch.size (the default follows a larger batch.size), at "
+            "most max.request.size; equal to batch.size gives Java's batches.", min=0),
     Setting("buffer.memory", "long", 33554432,
             "Bytes of memory for records waiting to be sent; send() blocks for up to "
             "max.block.ms when it is full.", min=0),
@@ -828,6 +835,7 @@ def _resolve(values: dict[str, Any], explicit: dict[str, Any]) -> None:
         raise ConfigError("transactional.id must not be empty (None: not transactional)",
                           key="transactional.id")
 
+    _batch_max_size(values, explicit)
     _sasl_credentials(values, explicit)
     _resolve_tls(values, explicit)
 
@@ -843,6 +851,23 @@ def _resolve(values: dict[str, Any], explicit: dict[str, Any]) -> None:
         log.warning("delivery.timeout.ms should be equal to or larger than linger.ms + "
                     "request.timeout.ms. Setting it to %d.", floor)
         values["delivery.timeout.ms"] = floor
+
+
+def _batch_max_size(values: dict[str, Any], explicit: Mapping[str, Any]) -> None:
+    """KIP-782's bound on a growing batch: between batch.size and max.request.size."""
+    size, most, request = values["batch.size"], values["batch.max.size"], values["max.request.size"]
+    if "batch.max.size" in explicit:
+        if most < size:
+            raise ConfigError(f"batch.max.size ({most}) must be at least batch.size ({size})",
+                              key="batch.max.size")
+        if most > request:
+            raise ConfigError(f"batch.max.size ({most}) must be at most max.request.size "
+                              f"({request}): a batch larger than a request can never be sent",
+                              key="batch.max.size")
+    elif size == 0:
+        values["batch.max.size"] = 0      # batching disabled: no growth either
+    else:
+        values["batch.max.size"] = max(size, min(most, request))
 
 
 _SASL_KEYS = ("sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password")

@@ -97,7 +97,8 @@ class Producer:
             send_buffer_bytes=cfg.send_buffer_bytes, receive_buffer_bytes=cfg.receive_buffer_bytes,
             sasl=cfg.sasl_credentials, tls=tls_context(cfg))
         self._acc = RecordAccumulator(
-            batch_size=max(cfg.batch_size, 1), linger_ms=cfg.linger_ms, compression=cfg.compression_type,
+            batch_size=max(cfg.batch_size, 1), batch_max_size=max(cfg.batch_max_size, cfg.batch_size, 1),
+            linger_ms=cfg.linger_ms, compression=cfg.compression_type,
             compression_level=cfg.compression_level, buffer_memory=cfg.buffer_memory,
             ignore_keys=cfg.partitioner_ignore_keys, retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms, max_request_size=cfg.max_request_size,

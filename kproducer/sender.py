@@ -332,10 +332,15 @@ class Sender:
 
     def _send_produce(self, node: int, batches: list, now: int) -> None:
         by_topic = defaultdict(list)
+        stats = self.stats
         for b in batches:
             self._prepare(b)
             by_topic[b.topic].append((b.partition, b))   # batches export their bytes (buffer protocol)
             self.in_flight[(b.topic, b.partition)].append(b)
+            size = b.size_in_bytes
+            stats["batch_bytes"] += size
+            if size > stats["max_batch_bytes"]:
+                stats["max_batch_bytes"] = size
         topics = list(by_topic.items())
         acks, timeout_ms, txn_id = self.acks, self.request_timeout_ms, self.transactional_id
 

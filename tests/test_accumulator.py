@@ -96,3 +96,92 @@ def test_a_batch_the_pool_cannot_grow_is_full_and_sendable_at_once():
     assert charged > 50_000                                      # grew past its first half of the pool
     first[0].free_memory()                                       # completed: its memory returns
     assert acc.pool.used == used - charged
+
+
+# -- KIP-782: batches that grow while their leader is busy ----------------------------------
+
+def _drain_all(acc, now):
+    out = []
+    while acc.queued_batches():
+        out += _batches(acc, now)
+    return out
+
+
+def _fill(acc, partition, n, size=100):
+    for i in range(n):
+        assert acc.append("t", partition, None, b"%06d" % i + b"x" * (size - 6), None, None,
+                          None) not in (NEED_MEMORY, NEED_METADATA)
+
+
+def test_batch_max_size_equal_to_batch_size_gives_javas_batches():
+    """Java's rule: a batch closes when the next record would take it past batch.size; the
+    default growth bound never applies when batch.max.size == batch.size."""
+    java = _acc(batch_size=1000, batch_max_size=1000)
+    _fill(java, 0, 200)
+    batches = _drain_all(java, wall_clock_ms() + 1000)
+    sizes = [b.size_in_bytes for b in batches]
+    counts = [b.record_count for b in batches]
+    assert all(s <= 1000 for s in sizes) and sum(counts) == 200
+    # Each full batch had no room for one more record (records here add 100 + 8 bytes).
+    assert all(s + 108 > 1000 for s in sizes[:-1])
+    assert len(set(counts[:-1])) == 1     # the same number of records in every full batch
+    # A batch that never grows is never marked as grown past batch.size.
+    assert java.batch_max_size == java.batch_size == 1000
+
+
+def test_a_batch_at_batch_size_is_sendable_at_once_and_grows_while_undrained():
+    acc = _acc(batch_size=1000, batch_max_size=4000, linger_ms=60_000)
+    now = wall_clock_ms()
+    _fill(acc, 0, 5)                                 # ~560 bytes: lingering
+    assert acc.ready(leader, now)[0] == set()
+    _fill(acc, 0, 5)                                 # past 1000 bytes: sendable at once
+    assert acc.ready(leader, now)[0] == {7}
+    assert acc.queued_batches() == 1                 # ... and still the one open batch
+    _fill(acc, 0, 20)                                # the leader is busy: it keeps growing
+    assert acc.queued_batches() == 1
+    _fill(acc, 0, 30)                                # until batch.max.size, then a new one
+    batches = _batches(acc, now)
+    assert [b.partition for b in batches] == [0]     # one batch per partition per drain
+    first = batches[0]
+    assert 3000 < first.size_in_bytes <= 4000 and first.reached_size
+    rest = _drain_all(acc, now)
+    assert sum(b.record_count for b in (first, *rest)) == 60
+
+
+def test_a_batch_drained_when_it_reaches_batch_size_stays_near_it():
+    """The leader can take a request now: the Sender drains the batch as soon as ready()
+    says it is full, so it does not grow."""
+    acc = _acc(batch_size=1000, batch_max_size=100_000, linger_ms=60_000)
+    now = wall_clock_ms()
+    sizes = []
+    for i in range(300):
+        _fill(acc, 0, 1)
+        if acc.ready(leader, now)[0]:
+            sizes += [b.size_in_bytes for b in _batches(acc, now)]
+    assert sizes and all(1000 <= s < 1000 + 108 for s in sizes)
+
+
+def test_growth_past_batch_size_charges_the_pool_exactly():
+    acc = _acc(batch_size=1000, batch_max_size=64_000, buffer_memory=8000, linger_ms=60_000)
+    now = wall_clock_ms()
+    for p in range(4):
+        _fill(acc, p, 15)                            # each past batch.size, grown by doubling
+    assert acc.pool.used <= acc.pool.total == 8000
+    batches = _drain_all(acc, now)
+    assert all(b.reached_size and b.size_in_bytes > 1000 for b in batches)
+    assert sum(b.pool_bytes for b in batches) == acc.pool.used
+    for b in batches:
+        b.free_memory()
+    assert acc.pool.used == 0
+    # Past batch.size, a batch the pool cannot grow at once is full (a new one starts), so
+    # records keep flowing as long as the Sender frees memory: no record is refused.
+    appended = 0
+    for i in range(300):
+        while acc.append("t", 0, None, b"%06d" % i + b"x" * 94, None, None, None) is NEED_MEMORY:
+            assert acc.pool.used <= 8000
+            for b in _drain_all(acc, now):
+                appended += b.record_count
+                b.free_memory()
+        assert acc.pool.used <= 8000
+    appended += sum(b.record_count for b in _drain_all(acc, now))
+    assert appended == 300

@@ -22,6 +22,7 @@ JAVA_DEFAULTS = {
     "enable.idempotence": True,
     "linger.ms": 5,
     "batch.size": 16384,
+    "batch.max.size": 262144,           # KIP-782 (proposed for Java, not shipped there)
     "buffer.memory": 33554432,
     "max.block.ms": 60000,
     "max.request.size": 1048576,
@@ -77,6 +78,16 @@ def err(**kw) -> str:
 
 
 # -- defaults and spellings ------------------------------------------------------------
+
+
+def test_batch_max_size_is_between_batch_size_and_max_request_size():
+    assert ProducerConfig(bootstrap_servers=BS, batch_size=1_000_000).batch_max_size == 1_000_000
+    assert ProducerConfig(bootstrap_servers=BS, batch_size=0).batch_max_size == 0
+    assert ProducerConfig(bootstrap_servers=BS, max_request_size=100_000).batch_max_size == 100_000
+    assert ProducerConfig(bootstrap_servers=BS, batch_size=50_000,
+                          batch_max_size=50_000).batch_max_size == 50_000
+    assert "batch.max.size (1000) must be at least batch.size (16384)" in err(batch_max_size=1000)
+    assert "must be at most max.request.size (1048576)" in err(batch_max_size=2_000_000)
 
 
 def test_defaults_equal_kafka():

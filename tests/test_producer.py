@@ -66,6 +66,36 @@ def test_million_keyed_records_idempotent_exactly_once_in_order(broker):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("batch_max_size", [None, 16384])
+def test_batches_grow_past_batch_size_while_the_leader_is_busy(broker, batch_max_size):
+    """KIP-782: at the defaults a batch at batch.size (16384) goes out when its leader can take
+    a request, and grows towards batch.max.size while it cannot (here: one request in flight);
+    batch.max.size == batch.size gives Java's batches. Idempotence and order hold either way."""
+    topic, n, parts = f"grow-{batch_max_size}", 200_000, 2
+    broker.create_topic(topic, parts)
+    settings = {"max_in_flight_requests_per_connection": 1}
+    if batch_max_size is not None:
+        settings["batch_max_size"] = batch_max_size
+    with Producer(bootstrap_servers=broker.bootstrap, **settings) as p:
+        assert p.config.batch_size == 16384
+        for i in range(n):
+            p.send(topic, b"%08d" % i + b"v" * 92, key=b"k%d" % (i % 100))
+        p.flush(timeout=120)
+        stats = p.metrics()
+    assert stats["records_acked"] == n and stats.get("records_failed", 0) == 0
+    if batch_max_size is None:
+        assert stats["max_batch_bytes"] > 16384 * 2, stats     # grown while the leader was busy
+        assert stats["max_batch_bytes"] <= 262144
+    else:
+        assert stats["max_batch_bytes"] <= 16384, stats
+    got = read_back(broker.bootstrap, topic, timeout=120)
+    assert sum(len(msgs) for msgs in got.values()) == n
+    for msgs in got.values():
+        values = [int(m.value[:8]) for m in msgs]
+        assert values == sorted(values) and len(set(values)) == len(values)
+
+
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("compression", CODECS)
 def test_codecs_nulls_headers_timestamps_sizes(broker, compression):
     topic = f"shapes-{compression}"

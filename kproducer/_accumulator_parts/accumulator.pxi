@@ -19,6 +19,9 @@ cdef class _TopicState:
 cdef class RecordAccumulator:
     """Per-partition deques of ProducerBatch; see the module docstring."""
     cdef readonly Py_ssize_t batch_size
+    # KIP-782: a batch at batch_size is sendable; it takes records up to batch_max_size while
+    # its leader cannot take a request yet (its ProducerBatch.limit).
+    cdef readonly Py_ssize_t batch_max_size
     cdef readonly int64_t linger_ms
     cdef readonly int codec
     cdef readonly object level
@@ -49,7 +52,7 @@ cdef class RecordAccumulator:
     cdef readonly set incomplete
     cdef object _retry_backoff    # for reenqueue without a backoff (split batches): no jitter
 
-    def __cinit__(self, *, Py_ssize_t batch_size=16384, int64_t linger_ms=5, str compression="none",
+    def __cinit__(self, *, Py_ssize_t batch_size=16384, Py_ssize_t batch_max_size=0, int64_t linger_ms=5, str compression="none",
                   compression_level=None, Py_ssize_t buffer_memory=33554432, bint ignore_keys=False,
                   int64_t retry_backoff_ms=100, int64_t retry_backoff_max_ms=1000,
                   Py_ssize_t max_request_size=1048576, wakeup=None, bint adaptive=True,
@@ -58,6 +61,7 @@ cdef class RecordAccumulator:
         if self._lock == NULL:
             raise MemoryError()
         self.batch_size = batch_size
+        self.batch_max_size = batch_max_size if batch_max_size > batch_size else batch_size
         self.linger_ms = linger_ms
         self.codec = _compression.codec_id(compression)
         self.level = _compression.resolve_level(compression, compression_level)
@@ -254,6 +258,9 @@ cdef class RecordAccumulator:
             if sticky:
                 p = sp.next_partition()
                 appended = self._append_open(st, p, ts, kptr, klen, vptr, vlen, nh)
+        if appended == REACHED:
+            due[0] = 0       # at batch.size: sendable now, growing while its leader is busy
+            appended = APPENDED
         if appended == NEED_GROWTH:
             due[0] = 0       # a waiter makes every batch sendable (the pool is exhausted)
             return -1        # last_need: the bytes the batch wants to grow by
@@ -272,7 +279,7 @@ cdef class RecordAccumulator:
             if not self.pool.try_reserve(need):
                 self.last_need = need
                 return -1
-            b = new_batch(st.topic, p, need, self.batch_size, self.codec, self.level, now, self.pool)
+            b = new_batch(st.topic, p, need, self.batch_max_size, self.codec, self.level, now, self.pool)
             kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
             if kst != KP_OK:
                 b.free_memory()
@@ -301,8 +308,10 @@ cdef class RecordAccumulator:
 
     cdef int _append_open(self, _TopicState st, int32_t p, int64_t ts, const uint8_t *kptr, int64_t klen,
                           const uint8_t *vptr, int64_t vlen, Py_ssize_t nh) except -1:
-        """Appends to partition p's open batch: APPENDED; FILLED when the batch is full
-        (it is closed for appends: the next record starts a new one); NO_BATCH;
+        """Appends to partition p's open batch: APPENDED; REACHED when this record took it to
+        batch.size (sendable now, still open up to batch.max.size); FILLED when the batch
+        is full at batch.max.size (closed for appends: the next record starts a new one);
+        NO_BATCH;
         NEED_GROWTH when the batch must grow first and the pool has not the bytes yet
         (``last_need`` is set)."""
         cdef ProducerBatch b = st.open_batches[p]
@@ -317,6 +326,9 @@ cdef class RecordAccumulator:
         if kst != KP_OK:
             raise_kp_error(kst, NULL, f"append to {st.topic}[{p}]")
         if appended:
+            if not b.reached_size and <Py_ssize_t>b.w.buf.len >= self.batch_size:
+                b.reached_size = True
+                return REACHED
             return APPENDED
         st.open_batches[p] = None
         return FILLED
@@ -597,7 +609,8 @@ cdef class RecordAccumulator:
                 waited = now - first.last_attempt_ms
                 backing_off = first.attempts > 0
                 time_to_wait = self._backoff(first) if backing_off else self.linger_ms
-                full = len(q) > 1 or first.closed or st.open_batches[p] is not first
+                full = (len(q) > 1 or first.closed or first.reached_size
+                        or st.open_batches[p] is not first)
                 if waited >= time_to_wait or (not backing_off and (full or exhausted or self.closed
                                                                     or self.flushes_in_progress > 0)):
                     ready_nodes.add(leader)

@@ -18,6 +18,9 @@ cdef class ProducerBatch:
     cdef public int16_t producer_epoch
     cdef readonly bint closed
     cdef readonly bint finished
+    # Reached batch.size: sendable now; it grows towards ``limit`` (batch.max.size) only
+    # while its leader cannot take a request (KIP-782) and the pool has the bytes at once.
+    cdef public bint reached_size
     cdef readonly Py_ssize_t pool_bytes
     cdef Py_ssize_t grow_need       # bytes _grow wanted and the pool did not have
     cdef Py_ssize_t limit
@@ -56,15 +59,18 @@ cdef class ProducerBatch:
             if st == KP_OK:
                 return kp_batch_append_inline(&self.w, <size_t>self.limit, ts, k, klen, v, vlen,
                                               h, nh, appended)
-            if st == KP_ERR_FULL and self.w.count > 0 and self.pool_bytes + self.grow_need > self.pool.total:
+            if st == KP_ERR_FULL and self.w.count > 0 and (
+                    self.reached_size or self.pool_bytes + self.grow_need > self.pool.total):
+                # Full as it is: it could never grow, or it is sendable already and growing
+                # past batch.size is worth no wait for memory.
                 appended[0] = 0
                 return KP_OK
         return st
 
     cdef kp_status _grow(self, int64_t ts, int64_t klen, int64_t vlen, const kp_header *h, size_t nh):
-        """Doubles the capacity (at least to fit the record, at most to batch.size or the
-        one record) after charging the pool for the extra bytes: KP_ERR_FULL when the pool
-        has no room (or others wait for it)."""
+        """Doubles the capacity (at least to fit the record, at most to batch.max.size or
+        the one record) after charging the pool for the extra bytes: KP_ERR_FULL when the
+        pool has no room (or others wait for it)."""
         # kp_batch_append_inline checked ts - base for overflow before it ran out of room.
         cdef int64_t delta = ts - (self.w.base_timestamp if self.w.count else ts)
         cdef size_t record = kp_batch_record_size(delta, self.w.count, klen, vlen, h, nh)
