@@ -68,7 +68,15 @@ def _reset_peak_rss() -> None:
 # ---- settings per client ------------------------------------------------------------------
 
 def settings(client: str, spec: dict) -> dict:
-    """The configuration ``client`` is given for ``spec``, in its own names."""
+    """The configuration ``client`` is given for ``spec``, in its own names (with
+    ``own_defaults``: the broker address alone)."""
+    conf = _settings(client, spec)
+    if spec.get("own_defaults"):
+        return {k: v for k, v in conf.items() if k in ("bootstrap_servers", "bootstrap.servers")}
+    return conf
+
+
+def _settings(client: str, spec: dict) -> dict:
     acks_num = -1 if spec["acks"] == "all" else int(spec["acks"])
     acks_py = "all" if acks_num == -1 else acks_num      # kafka-python's and aiokafka's form
     comp = spec["compression"]
@@ -360,7 +368,7 @@ def run(spec: dict) -> dict:
         seconds, cpu, failed, first = run_aiokafka(spec, conf, values, keys)
     else:
         raise SystemExit(f"unknown client {client!r}")
-    shown = {k: v for k, v in conf.items() if "bootstrap" not in k}
+    shown = {k: v for k, v in conf.items() if "bootstrap" not in k} or {"own defaults": True}
     return {"seconds": seconds, "cpu_seconds": cpu, "client_failed": failed,
             "client_first_error": first, "rss_data_mib": rss_before_kib / 1024,
             "peak_rss_mib": _status_kib("VmHWM") / 1024, "settings": shown,

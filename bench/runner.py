@@ -164,7 +164,8 @@ def producer_run(cluster: Cluster, scenario, client: str, records: int, args, re
             "value_size": scenario.value_size, "keyed": scenario.keyed, "acks": scenario.acks,
             "idempotence": scenario.idempotence, "compression": scenario.compression,
             "compression_level": scenario.compression_level, "linger_ms": args.linger_ms,
-            "batch_size": args.batch_size, "commit_every": scenario.commit_every}
+            "batch_size": args.batch_size, "commit_every": scenario.commit_every,
+            "own_defaults": scenario.own_defaults}
     row = {"scenario": scenario.name, "client": client, "rep": rep, "records": records,
            "topic": topic, "ok": False, "error": None}
     broker_cpu0 = cluster.broker_cpu()

@@ -17,6 +17,11 @@ name           value size  keyed  acks  idempotence  compression
 ``unkeyed``    100 B       no     1     off          none
 =============  ==========  =====  ====  ===========  =============
 
+``defaults`` (100 B, keyed) gives every client nothing but the broker address: what users run
+(kproducer: acks=all, idempotence, batch.size 16 KiB growing to batch.max.size 256 KiB,
+linger.ms 5; librdkafka: acks=all, no idempotence, 1 MB batches, linger.ms 5; ...). The other
+scenarios give every client the same batch size (``--batch-size``, 1 MB) and linger.
+
 ``transactional`` (100 B, keyed, acks=all, idempotence on) wraps every 10,000 records in a
 transaction (begin, send, commit) and is read back with ``isolation.level=read_committed``;
 it compares kproducer with confluent-kafka's transactional producer only.
@@ -49,11 +54,15 @@ class Scenario:
     compression: str = "none"
     compression_level: int | None = None   # None: each client's default for the codec
     commit_every: int = 0        # > 0: a transaction per this many records (read_committed)
+    own_defaults: bool = False   # every client at its own defaults (only the broker address given)
     varies: str = "base"         # the dimension this scenario changes, for the table
 
     def describe(self) -> str:
         size = (f"{self.value_size} B" if self.value_size < 1024
                 else f"{self.value_size // 1024} KiB")
+        if self.own_defaults:
+            return (f"{size}, {'keyed' if self.keyed else 'unkeyed'}, every client at its own "
+                    f"defaults (no batch size, linger, acks or idempotence given)")
         level = "" if self.compression_level is None else f" level {self.compression_level}"
         txn = f", a transaction per {self.commit_every:,} records" if self.commit_every else ""
         return (f"{size}, {'keyed' if self.keyed else 'unkeyed'}, acks={self.acks}, "
@@ -67,6 +76,7 @@ class Scenario:
 BASE = Scenario("base")
 PRODUCER_SCENARIOS = (
     BASE,
+    Scenario("defaults", own_defaults=True, varies="settings"),
     Scenario("value-10B", value_size=10, varies="value size"),
     Scenario("value-1KiB", value_size=1024, varies="value size"),
     Scenario("acks-all", acks="all", varies="acks"),
@@ -87,7 +97,7 @@ SPECIAL_NAMES = (LATENCY, SPARK, MICRO)
 # changes the protocol path (idempotence: InitProducerId, sequence numbers) and one that
 # changes the encoding path (compression), plus short latency runs, a tiny Spark run and the
 # microbenchmarks.
-QUICK_NAMES = ("base", "idempotent", "lz4", LATENCY, SPARK, MICRO)
+QUICK_NAMES = ("base", "defaults", "idempotent", "lz4", LATENCY, SPARK, MICRO)
 
 
 @dataclass(frozen=True)
