@@ -51,6 +51,7 @@ class _LoopQueue:
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
+        self.thread = threading.get_ident()      # the loop's (loop_future runs in it)
         self.items: collections.deque = collections.deque()
         self.lock = threading.Lock()
         self.scheduled = False
@@ -62,7 +63,11 @@ class _LoopQueue:
                 return
             self.scheduled = True
         try:
-            self.loop.call_soon_threadsafe(self.drain)
+            if threading.get_ident() == self.thread:
+                # Settled on the loop's own thread (a step its send() ran): no wake-up.
+                self.loop.call_soon(self.drain)
+            else:
+                self.loop.call_soon_threadsafe(self.drain)
         except RuntimeError:        # the loop is closed: nobody is waiting any more
             pass
 

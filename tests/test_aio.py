@@ -150,8 +150,9 @@ def test_completions_reach_the_loop_in_bulk(broker):
             loop.close()
         batches = p.metrics()["batches"]
     assert [md.offset for md in got] == list(range(n))
-    # One wake-up per drain of the loop's queue, never one per record.
-    assert 1 <= CountingLoop.wakeups <= batches + 1 < n // 10
+    # At most one wake-up per drain of the loop's queue, never one per record (none for
+    # what a send() on the loop's own thread settled: no wake-up is needed for that).
+    assert 0 <= CountingLoop.wakeups <= batches + 1 < n // 10
 
 
 def test_several_loops_in_several_threads_get_their_own_completions(broker):

@@ -211,10 +211,19 @@ cdef class RecordFuture:
 
     def __await__(self):
         """``await future`` in any running event loop: the RecordMetadata, or the record's
-        error raised. Completions reach each loop in bulk (kproducer.aio)."""
+        error raised. Completions reach each loop in bulk (kproducer.aio); a settled future
+        answers at once, without the loop."""
+        if self.done():
+            return _settled(self.result, 0)
         from kproducer.aio import loop_future
         return loop_future(self).__await__()
 
+
+
+def _settled(get, *args):
+    """The iterator ``__await__`` returns for what is settled already: no suspension."""
+    return get(*args)
+    yield
 
 
 cdef inline RecordFuture make_future(BatchResult result, int32_t index, int64_t timestamp):
@@ -277,6 +286,8 @@ cdef class SendManyResult:
     def __await__(self):
         """``await result`` in any running event loop: this result, once every record is
         acknowledged or failed (then ``raise_for_errors()``)."""
+        if self.done():
+            return _settled(lambda: self)
         from kproducer.aio import loop_future
         return loop_future(self).__await__()
 
