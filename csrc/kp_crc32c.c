@@ -207,8 +207,9 @@ KP_INLINE uint64_t load64(const uint8_t *p)
 }
 
 /* Raw-register CRC with the crc32 instruction.  The target attribute lets
- * this file build without -msse4.2; callers reach it only when hw_ok. */
-__attribute__((target("sse4.2")))
+ * this file build without -msse4.2; callers reach it only when hw_ok.
+ * clang (zig cc, which builds the release wheel) wants "crc32" named too. */
+__attribute__((target("sse4.2,crc32")))
 static uint32_t crc32c_hw_raw(uint32_t crc, const uint8_t *next, size_t len)
 {
     uint64_t crc0 = crc, crc1, crc2;

@@ -101,7 +101,7 @@ def test_corrupt_responses_mid_stream_are_survived_without_loss_or_duplicates(pr
     broker.create_topic("hostile", 2)
     proxy.corrupt_response_every(5, kinds=[kind], seed=5)
     n = 3000
-    with Producer(bootstrap_servers=proxy.bootstrap, linger_ms=2, batch_size=2000,
+    with Producer(bootstrap_servers=proxy.bootstrap, linger_ms=2, batch_size=2000, batch_max_size=2000,
                   request_timeout_ms=2000, retry_backoff_ms=20, reconnect_backoff_ms=20,
                   reconnect_backoff_max_ms=100) as p:
         futures = [p.send("hostile", b"%d" % i, key=b"k%d" % (i % 8)) for i in range(n)]

@@ -391,7 +391,8 @@ def _run_through_proxy(proxied_broker, configure, n=20_000, **producer_cfg):
 
 @pytest.mark.timeout(300)
 def test_connections_cut_every_n_responses(proxied_broker):
-    stats = _run_through_proxy(proxied_broker, lambda px: px.cut_every_n_responses(5), batch_size=2000)
+    stats = _run_through_proxy(proxied_broker, lambda px: px.cut_every_n_responses(5), batch_size=2000,
+                               batch_max_size=2000)   # many requests: Java's batches
     assert stats["cuts"] >= 10
 
 
@@ -405,7 +406,8 @@ def test_responses_byte_by_byte_and_delayed(proxied_broker):
 
 @pytest.mark.timeout(300)
 def test_dropped_responses_are_retried_without_duplicates(proxied_broker):
-    stats = _run_through_proxy(proxied_broker, lambda px: px.drop_response_every(9), n=5000, batch_size=2000)
+    stats = _run_through_proxy(proxied_broker, lambda px: px.drop_response_every(9), n=5000,
+                               batch_size=2000, batch_max_size=2000)
     assert stats["responses_dropped"] >= 1
 
 
@@ -461,7 +463,7 @@ def test_fork_child_starts_afresh(broker):
 def test_adaptive_sticky_partitioner_avoids_long_queues(proxied_broker):
     broker, proxy = proxied_broker
     broker.create_topic("adaptive", 4)
-    p = Producer(bootstrap_servers=proxy.bootstrap, linger_ms=0, batch_size=1000)
+    p = Producer(bootstrap_servers=proxy.bootstrap, linger_ms=0, batch_size=1000, batch_max_size=1000)
     p.send("adaptive", b"warm", partition=0).result(10)
     proxy.stall(True)                                   # nothing completes from here on
     for _ in range(300):                                # a long queue on partition 0
@@ -533,7 +535,7 @@ def test_acks_zero_keeps_reading_and_delivers(broker):
     broker.create_topic("acks0", 1)
     n = 100_000
     with Producer(bootstrap_servers=broker.bootstrap, acks=0, enable_idempotence=False,
-                  linger_ms=0, batch_size=200) as p:
+                  linger_ms=0, batch_size=200, batch_max_size=200) as p:
         futures = [p.send("acks0", b"%d" % i) for i in range(n)]
         p.flush(90)
         assert all(f.result(0).offset == -1 for f in futures[::1000])

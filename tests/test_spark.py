@@ -376,7 +376,8 @@ _CLUSTER_DRIVER = textwrap.dedent("""
         out["without_ship"] = None
     except Exception as exc:
         out["without_ship"] = [type(exc).__name__, str(exc), str(exc.__cause__)]
-    out["shipped"] = ship(spark)
+    # The wheel to ship, if given (tests/test_wheel.py: the release wheel); else the running kproducer.
+    out["shipped"] = ship(spark, sys.argv[3]) if len(sys.argv) > 3 else ship(spark)
     settings = {"linger_ms": 5}
     out["summaries"] = [write_kafka(df, bootstrap_servers=bootstrap, topic=t, **settings)
                         for t in ("lc1", "lc2")]
@@ -436,8 +437,11 @@ def test_ship_to_local_cluster_executors_without_kproducer(tmp_path, broker, exe
     env = _clean_env(SPARK_HOME=str(spark_home), PYSPARK_PYTHON=executor_python,
                      KPRODUCER_CACHE_DIR=str(cache))
     # The driver runs this interpreter, with kproducer installed (editable) as usual.
-    proc = _run([sys.executable, str(script), broker.bootstrap, str(n_rows)], env=env,
-                cwd=tmp_path, timeout=840)
+    # tests/test_wheel.py runs this test in a venv holding only the release wheel and names
+    # that wheel in KPRODUCER_TEST_SHIP_WHEEL: then it is shipped with ship(spark, wheel).
+    wheel = os.environ.get("KPRODUCER_TEST_SHIP_WHEEL")
+    proc = _run([sys.executable, str(script), broker.bootstrap, str(n_rows), *([wheel] if wheel else [])],
+                env=env, cwd=tmp_path, timeout=840)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-6000:]
     out = json.loads(lines[0][len("RESULT "):])
