@@ -7,7 +7,9 @@ and ``produce_batch``, kafka-python and aiokafka (each when installed, each in i
 process on its own fresh topic, same records, same settings); the Spark scenario
 (``write_kafka`` against confluent-kafka's ``foreachPartition`` and ``mapInPandas``
 recipes) when pyspark is installed; and the encode and CRC-32C microbenchmarks
-(:mod:`bench.micro`). Every producer run is read back and checked record by record: a run
+(:mod:`bench.micro`); and the asyncio scenario (:mod:`bench.aio`: kproducer's AIOProducer
+against aiokafka and confluent-kafka's asyncio producer, records/s and acknowledgement
+latency). Every producer run is read back and checked record by record: a run
 that lost or duplicated records is FAILED, not timed, and the exit status is then 1.
 
 Outputs, in ``--output DIR`` (default ``bench-results/<timestamp>``): ``results.md`` (the
@@ -107,14 +109,22 @@ def main(argv=None) -> int:
                       **({scenarios.SPARK: {"description": "kproducer.spark.write_kafka vs "
                           "confluent-kafka foreachPartition and mapInPandas recipes, 100 B values, "
                           "keyed, acks=1, idempotence off, local[2]"}}
-                         if scenarios.SPARK in args.names else {})},
+                         if scenarios.SPARK in args.names else {}),
+                      **({scenarios.ASYNCIO: {"description": "kproducer.aio.AIOProducer vs "
+                          "aiokafka and confluent-kafka's asyncio producer, 100 B values, keyed, "
+                          "every client at its own defaults, tasks awaiting sends on the "
+                          "default loop (bench/aio.py)"}}
+                         if scenarios.ASYNCIO in args.names else {})},
         "clients": {c: {"distribution": clients.DISTRIBUTION[c],
                         "version": env["versions"].get(clients.DISTRIBUTION[c]),
                         "defaults_in_force": clients.DEFAULTS_NOTE[c]} for c in clients.CLIENTS},
         "summary": summary,
         "ratios": (report.headline_ratios(summary, results["micro"])
-                   + report.latency_ratios(results["latency"])),
+                   + report.latency_ratios(results["latency"])
+                   + report.asyncio_ratios(results["asyncio"])),
         "latency": results["latency"],
+        "asyncio": results["asyncio"],
+        "asyncio_summary": report.asyncio_summary(results["asyncio"]),
         "runs": results["runs"],
         "micro": results["micro"],
         "skipped": results["skipped"],
@@ -123,7 +133,9 @@ def main(argv=None) -> int:
     }
     failed = ([r for r in results["runs"] if not r["ok"]]
               + [{**r, "client": f"{r['client']} at {r['rate']}/s, {r['loop']} loop"}
-                 for r in results["latency"] if not r["ok"]])
+                 for r in results["latency"] if not r["ok"]]
+              + [{**r, "client": f"{r['client']} (repeat {r['rep'] + 1})"}
+                 for r in results["asyncio"] if not r["ok"]])
     micro_errors = (results["micro"] or {}).get("errors") or []
     doc["failed"] = ([f"{r['scenario']} / {r['client']}: {r['error']}" for r in failed]
                      + [f"micro: {e}" for e in micro_errors])
@@ -143,6 +155,9 @@ def main(argv=None) -> int:
     if results["latency"]:
         print()
         print("\n".join(report.latency_table(results["latency"])))
+    if results["asyncio"]:
+        print()
+        print("\n".join(report.asyncio_table(results["asyncio"])))
     if results["micro"]:
         print()
         print("\n".join(report.micro_tables(results["micro"])))

@@ -18,7 +18,7 @@ import sys
 import time
 import uuid
 
-from bench import clients, latency, scenarios, spark_recipes
+from bench import aio, clients, latency, scenarios, spark_recipes
 from bench.data import payload_bytes
 from bench.procstat import cpu_seconds
 from bench.verify import check_topic
@@ -261,6 +261,68 @@ def latency_runs(cluster: Cluster, names: list[str], seconds: float, progress) -
     return rows
 
 
+# ---- the asyncio scenario -----------------------------------------------------------------
+
+def asyncio_clients(args) -> list[str]:
+    """The installed clients of :mod:`bench.aio`; with ``--clients``, those whose
+    distribution one of the named clients has (``kproducer send()``: kproducer's)."""
+    wanted = ({clients.DISTRIBUTION[c] for c in args.clients} if args.clients else None)
+    return [c for c in aio.CLIENTS if installed(aio.DISTRIBUTION[c])
+            and (wanted is None or aio.DISTRIBUTION[c] in wanted)]
+
+
+def asyncio_runs(cluster: Cluster, names: list[str], sizes, repeat: int, progress) -> list[dict]:
+    """Every client ``repeat`` times, the clients' order alternating from one round to the
+    next; each run on a fresh topic, read back. :data:`bench.aio.SLOW_CLIENTS` get the base
+    scenario's fraction of the records."""
+    rows = []
+    for rep in range(repeat):
+        order = names if rep % 2 == 0 else list(reversed(names))
+        for client in order:
+            n = sizes.for_client(scenarios.BASE, client in aio.SLOW_CLIENTS)
+            progress.show(f"asyncio: {client}, {n:,} records, {aio.TASKS} tasks"
+                          + (f" (repeat {rep + 1})" if repeat > 1 else ""))
+            row = {"scenario": scenarios.ASYNCIO, "client": client, "rep": rep, "records": n,
+                   "ok": False, "error": None}
+            try:
+                topic = cluster.new_topic(f"asyncio-{client}")
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {exc}"
+                rows.append(row)
+                progress.step()
+                continue
+            row["topic"] = topic
+            spec = {"client": client, "bootstrap": cluster.bootstrap, "topic": topic,
+                    "records": n, "tasks": aio.TASKS, "window": aio.WINDOW}
+            try:
+                proc = subprocess.run([sys.executable, "-m", "bench.aio", json.dumps(spec)],
+                                      cwd=ROOT, capture_output=True, text=True, check=False,
+                                      timeout=120 + n / 2000)
+            except subprocess.TimeoutExpired as exc:
+                proc = None
+                row["error"] = f"client process timed out after {exc.timeout:.0f} s"
+            if proc is not None and proc.returncode != 0:
+                row["error"] = f"client process exited {proc.returncode}: {proc.stderr.strip()[-1500:]}"
+            elif proc is not None:
+                row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+                check = check_topic(cluster.bootstrap, topic, n)
+                row["verify"] = check
+                problems = []
+                if row["failed"] or row["missing"]:
+                    problems.append(f"{row['failed']} records failed ({row['first_error']}), "
+                                    f"{row['missing']} never acknowledged")
+                if not check["ok"]:
+                    problems.append(f"read-back: {check['error']}")
+                row["error"] = "; ".join(problems) or None
+                row["ok"] = not problems
+            cluster.drop_topic(topic)
+            rows.append(row)
+            progress.step()
+            if not row["ok"]:
+                print(f"\nFAILED asyncio / {client}: {row['error']}", file=sys.stderr)
+    return rows
+
+
 # ---- the Spark scenario -------------------------------------------------------------------
 
 def spark_runs(cluster: Cluster, rows: int, args) -> list[dict]:
@@ -354,11 +416,17 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
     latency_clients = [c for c in latency.CLIENTS if installed(clients.DISTRIBUTION[c])
                        and (not args.clients or c in args.clients)]
     latency_on = scenarios.LATENCY in names and bool(latency_clients)
+    aio_clients = asyncio_clients(args) if scenarios.ASYNCIO in names else []
+    for c in aio.CLIENTS:
+        if scenarios.ASYNCIO in names and not installed(aio.DISTRIBUTION[c]):
+            skipped[f"{scenarios.ASYNCIO} / {c}"] = f"{aio.DISTRIBUTION[c]} not installed"
     total = (len(plan) * args.repeat + spark_on + (scenarios.MICRO in names)
-             + latency_on * len(latency.PLAN) * len(latency_clients))
+             + latency_on * len(latency.PLAN) * len(latency_clients)
+             + len(aio_clients) * args.repeat)
     progress = Progress(total)
     cluster = Cluster(args.bootstrap_servers, args.partitions)
-    results = {"runs": [], "micro": None, "latency": [], "skipped": skipped, "broker_errors": {}}
+    results = {"runs": [], "micro": None, "latency": [], "asyncio": [], "skipped": skipped,
+               "broker_errors": {}}
     started = time.monotonic()
     try:
         if scenarios.MICRO in names:
@@ -390,6 +458,13 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
             cluster.start_scenario(scenarios.LATENCY)
             try:
                 results["latency"] = latency_runs(cluster, latency_clients, sizes.latency_seconds,
+                                                  progress)
+            finally:
+                cluster.end_scenario()
+        if aio_clients:
+            cluster.start_scenario(scenarios.ASYNCIO)
+            try:
+                results["asyncio"] = asyncio_runs(cluster, aio_clients, sizes, args.repeat,
                                                   progress)
             finally:
                 cluster.end_scenario()

@@ -34,7 +34,8 @@ stays at 9. zstd runs at every client's default, level 3.
 
 Besides these: ``latency`` (acknowledgement latency at fixed rates with an application loop
 that keeps the GIL busy and one that sleeps, every client at its defaults: :mod:`bench.latency`),
-``spark`` (``kproducer.spark.write_kafka`` against the confluent-kafka
+``asyncio`` (kproducer's async front against aiokafka and confluent-kafka's asyncio producer:
+:mod:`bench.aio`), ``spark`` (``kproducer.spark.write_kafka`` against the confluent-kafka
 ``foreachPartition`` and ``mapInPandas`` recipes, when pyspark is installed) and ``micro``
 (the encode and CRC-32C microbenchmarks of :mod:`bench.micro`).
 """
@@ -89,15 +90,16 @@ PRODUCER_SCENARIOS = (
 SPARK = "spark"
 MICRO = "micro"
 LATENCY = "latency"
-ALL_NAMES = tuple(s.name for s in PRODUCER_SCENARIOS) + (LATENCY, SPARK, MICRO)
+ASYNCIO = "asyncio"
+ALL_NAMES = tuple(s.name for s in PRODUCER_SCENARIOS) + (LATENCY, ASYNCIO, SPARK, MICRO)
 # Scenarios that are not a producer matrix row (each has its own runner and table).
-SPECIAL_NAMES = (LATENCY, SPARK, MICRO)
+SPECIAL_NAMES = (LATENCY, ASYNCIO, SPARK, MICRO)
 
 # What --quick runs: the base scenario (issue 4's send_many figure), one variation that
 # changes the protocol path (idempotence: InitProducerId, sequence numbers) and one that
-# changes the encoding path (compression), plus short latency runs, a tiny Spark run and the
-# microbenchmarks.
-QUICK_NAMES = ("base", "defaults", "idempotent", "lz4", LATENCY, SPARK, MICRO)
+# changes the encoding path (compression), plus short latency runs, a short asyncio run (the
+# records of ``Sizes.records``), a tiny Spark run and the microbenchmarks.
+QUICK_NAMES = ("base", "defaults", "idempotent", "lz4", LATENCY, ASYNCIO, SPARK, MICRO)
 
 
 @dataclass(frozen=True)

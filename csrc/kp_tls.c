@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -79,12 +80,51 @@ static kp_status fail_input(kp_tls_input *what, kp_tls_input input, char *err, s
 
 /* ---- context --------------------------------------------------------------- */
 
+/* CA bundles of the common Linux layouts (Go's crypto/x509 list; librdkafka probes the
+ * same places). */
+static const char *const ca_bundles[] = {
+    "/etc/ssl/certs/ca-certificates.crt",                /* Debian, Ubuntu, Gentoo, Arch */
+    "/etc/pki/tls/certs/ca-bundle.crt",                  /* RHEL, Fedora, Amazon Linux */
+    "/etc/ssl/ca-bundle.pem",                            /* openSUSE */
+    "/etc/pki/tls/cacert.pem",                           /* OpenELEC */
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", /* CentOS/RHEL 7 */
+    "/etc/ssl/cert.pem",                                 /* Alpine */
+};
+
+/* The system CA store: OpenSSL's default paths (SSL_CERT_FILE / SSL_CERT_DIR when set, else
+ * cert.pem and certs/ under the OPENSSLDIR it was built with). The release wheel's static
+ * OpenSSL has OPENSSLDIR /etc/ssl, where RHEL-family systems keep no bundle; so when neither
+ * variable is set and that cert.pem is missing, the first bundle found above is loaded too. */
+static int load_system_cas(SSL_CTX *ctx)
+{
+    if (SSL_CTX_set_default_verify_paths(ctx) != 1) return 0;
+    if (getenv(X509_get_default_cert_file_env()) || getenv(X509_get_default_cert_dir_env()) ||
+        access(X509_get_default_cert_file(), R_OK) == 0)
+        return 1;
+    for (size_t i = 0; i < sizeof ca_bundles / sizeof ca_bundles[0]; i++) {
+        if (access(ca_bundles[i], R_OK) == 0 && SSL_CTX_load_verify_locations(ctx, ca_bundles[i], NULL) == 1)
+            break;
+        ERR_clear_error();
+    }
+    return 1;
+}
+
+/* pem_password_cb's userdata while the key loads: the configured password, and whether
+ * OpenSSL asked for it (the key is encrypted: KP_TLS_INPUT_KEY_PASSWORD on failure). */
+struct password_ask {
+    const char *password;
+    int asked;
+};
+
 /* pem_password_cb: the configured password, or none (never a terminal prompt,
  * which OpenSSL's default callback would attempt). */
 static int password_cb(char *buf, int size, int rwflag, void *userdata)
 {
     (void)rwflag;
-    const char *pw = userdata;
+    struct password_ask *ask = userdata;
+    if (!ask) return 0;
+    ask->asked = 1;
+    const char *pw = ask->password;
     if (!pw || size <= 0) return 0;
     size_t n = strlen(pw);
     if (n > (size_t)size) return -1;
@@ -125,7 +165,7 @@ kp_status kp_tls_ctx_new(kp_tls_ctx **out, const kp_tls_config *cfg, kp_tls_inpu
                             cfg->ca_file);
             goto fail;
         }
-    } else if (cfg->verify_peer && SSL_CTX_set_default_verify_paths(ctx) != 1) {
+    } else if (cfg->verify_peer && !load_system_cas(ctx)) {
         st = fail_input(what, KP_TLS_INPUT_CA, err, errlen, "cannot load the system CA store: ", NULL);
         goto fail;
     }
@@ -137,11 +177,12 @@ kp_status kp_tls_ctx_new(kp_tls_ctx **out, const kp_tls_config *cfg, kp_tls_inpu
         }
         const char *key_file = cfg->key_file ? cfg->key_file : cfg->cert_file;
         /* The password is only needed while the key is decrypted. */
-        SSL_CTX_set_default_passwd_cb_userdata(ctx, (void *)cfg->key_password);
+        struct password_ask ask = {cfg->key_password, 0};
+        SSL_CTX_set_default_passwd_cb_userdata(ctx, &ask);
         int ok = SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM);
         SSL_CTX_set_default_passwd_cb_userdata(ctx, NULL);
         if (ok != 1) {
-            st = fail_input(what, KP_TLS_INPUT_KEY, err, errlen,
+            st = fail_input(what, ask.asked ? KP_TLS_INPUT_KEY_PASSWORD : KP_TLS_INPUT_KEY, err, errlen,
                             "cannot load the private key from %s: ", key_file);
             goto fail;
         }

@@ -32,11 +32,13 @@ typedef enum kp_tls_input {
     KP_TLS_INPUT_NONE = 0,     /* not tied to one input (out of memory, OpenSSL itself) */
     KP_TLS_INPUT_CA = 1,       /* ca_file */
     KP_TLS_INPUT_CERT = 2,     /* cert_file */
-    KP_TLS_INPUT_KEY = 3,      /* key_file, key_password, or the key not matching the cert */
+    KP_TLS_INPUT_KEY = 3,      /* key_file, or the key not matching the cert */
+    KP_TLS_INPUT_KEY_PASSWORD = 4, /* an encrypted key that key_password (or its absence)
+                                      did not decrypt: OpenSSL asked for a password */
 } kp_tls_input;
 
 typedef struct kp_tls_config {
-    const char *ca_file;       /* PEM CA certificates; NULL: the system's default store */
+    const char *ca_file;       /* PEM CA certificates; NULL: the system's store (kp_tls.c) */
     const char *cert_file;     /* PEM client certificate chain (leaf first); NULL: none */
     const char *key_file;      /* PEM private key; NULL: taken from cert_file */
     const char *key_password;  /* for an encrypted key; NULL: none. Not kept after loading. */

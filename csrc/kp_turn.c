@@ -21,11 +21,13 @@ struct kp_turn {
     pthread_cond_t cv;      /* pending or stop changed */
     int pending;            /* written under mu, read with atomics anywhere */
     int stop;
-    int polling;            /* the watcher is in poll(2) until poll_until (-1: no limit) */
+    int polling;            /* the watcher is in ppoll(2) until poll_until (-1: no limit) */
     int64_t poll_until;
-    int64_t due_ms;         /* the next deadline the last step named, -1: none */
-    int64_t hint_ms;        /* the earliest deadline named since the last step began, -1: none */
+    int64_t due_us;         /* the next deadline the last step named, -1: none */
+    int64_t hint_us;        /* the earliest deadline named since the last step began, -1: none */
     uint64_t raised;
+    uint64_t activity;      /* bumped by application threads as they send (kp_turn_touch) */
+    uint64_t seen_activity; /* the I/O thread's last look at it (kp_turn_wait_io) */
 };
 
 int64_t kp_turn_now_ms(void)
@@ -33,6 +35,23 @@ int64_t kp_turn_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t kp_turn_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t kp_turn_wall_to_mono_us(int64_t wall_ms)
+{
+    struct timespec wall, mono;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    int64_t wall_us = (int64_t)wall.tv_sec * 1000000 + wall.tv_nsec / 1000;
+    int64_t mono_us = (int64_t)mono.tv_sec * 1000000 + mono.tv_nsec / 1000;
+    return mono_us + (wall_ms * 1000 - wall_us);
 }
 
 static int64_t earliest(int64_t a, int64_t b)
@@ -69,18 +88,24 @@ static void *watch(void *arg)
             pthread_cond_wait(&t->cv, &t->mu);
         if (t->stop)
             break;
-        int64_t due = earliest(t->due_ms, t->hint_ms);
-        int timeout = -1;
+        int64_t due = earliest(t->due_us, t->hint_us);
+        struct timespec timeout, *timeout_p = NULL;
         if (due >= 0) {
-            int64_t left = due - kp_turn_now_ms();
-            timeout = left <= 0 ? 0 : (left > INT_MAX ? INT_MAX : (int)left);
+            /* ppoll: to the microsecond (poll(2)'s whole milliseconds would add up to one
+             * to every linger.ms; the accumulator's deadlines are ms boundaries of the wall
+             * clock, converted to this clock by kp_turn_wall_to_mono_us). */
+            int64_t left = due - kp_turn_now_us();
+            if (left < 0) left = 0;
+            timeout.tv_sec = (time_t)(left / 1000000);
+            timeout.tv_nsec = (long)(left % 1000000) * 1000L;
+            timeout_p = &timeout;
         }
         t->polling = 1;
         t->poll_until = due;
         pthread_mutex_unlock(&t->mu);
 
         struct pollfd p[2] = {{t->fd, POLLIN, 0}, {t->rearm_fd, POLLIN, 0}};
-        int n = poll(p, 2, timeout);
+        int n = ppoll(p, 2, timeout_p, NULL);
         int err = n < 0 ? errno : 0;
         if (n > 0 && (p[1].revents & POLLIN)) {
             uint64_t v;
@@ -95,8 +120,8 @@ static void *watch(void *arg)
         if (n < 0 && err == EINTR)
             continue;
         int ready = n > 0 && p[0].revents != 0;
-        int64_t due_at = earliest(t->due_ms, t->hint_ms);
-        int due_now = due_at >= 0 && kp_turn_now_ms() >= due_at;
+        int64_t due_at = earliest(t->due_us, t->hint_us);
+        int due_now = due_at >= 0 && kp_turn_now_us() >= due_at;
         /* poll failing otherwise (it cannot, on a valid descriptor) hands the step to the
          * Sender rather than spin here. */
         if (ready || due_now || n < 0)
@@ -116,8 +141,8 @@ kp_status kp_turn_new(kp_turn **out, int fd, int *sys_errno)
         return KP_ERR_NOMEM;
     t->fd = fd;
     t->pid = getpid();
-    t->due_ms = -1;
-    t->hint_ms = -1;
+    t->due_us = -1;
+    t->hint_us = -1;
     t->poll_until = -1;
     t->rearm_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (t->rearm_fd < 0) {
@@ -176,25 +201,25 @@ void kp_turn_raise(kp_turn *t)
 void kp_turn_begin(kp_turn *t)
 {
     pthread_mutex_lock(&t->mu);
-    t->hint_ms = -1;
+    t->hint_us = -1;
     pthread_mutex_unlock(&t->mu);
 }
 
-void kp_turn_done(kp_turn *t, int64_t due_ms)
+void kp_turn_done(kp_turn *t, int64_t due_us)
 {
     pthread_mutex_lock(&t->mu);
-    t->due_ms = due_ms;
+    t->due_us = due_us;
     __atomic_store_n(&t->pending, 0, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);
 }
 
-void kp_turn_due_by(kp_turn *t, int64_t due_ms)
+void kp_turn_due_by(kp_turn *t, int64_t due_us)
 {
     pthread_mutex_lock(&t->mu);
-    if (due_ms >= 0 && (t->hint_ms < 0 || due_ms < t->hint_ms)) {
-        t->hint_ms = due_ms;
-        if (t->polling && (t->poll_until < 0 || due_ms < t->poll_until))
+    if (due_us >= 0 && (t->hint_us < 0 || due_us < t->hint_us)) {
+        t->hint_us = due_us;
+        if (t->polling && (t->poll_until < 0 || due_us < t->poll_until))
             rearm(t);
     }
     pthread_mutex_unlock(&t->mu);
@@ -241,6 +266,36 @@ int kp_turn_wait_clear(kp_turn *t, int timeout_ms)
     pthread_mutex_lock(&t->mu);
     wait_for(t, 0, timeout_ms);
     r = !t->pending;
+    pthread_mutex_unlock(&t->mu);
+    return r;
+}
+
+void kp_turn_touch(kp_turn *t)
+{
+    __atomic_store_n(&t->activity, __atomic_load_n(&t->activity, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
+}
+
+int kp_turn_wait_io(kp_turn *t, int grace_ms)
+{
+    int r;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        wait_for(t, 1, -1);
+        if (t->stop)
+            break;
+        /* An application thread that sent since the last look runs Python now and will
+         * run the step at its next send: leave it the step rather than queue for the GIL
+         * (which it would then wait a switch interval to get back). */
+        uint64_t a = __atomic_load_n(&t->activity, __ATOMIC_RELAXED);
+        if (a == t->seen_activity)
+            break;
+        t->seen_activity = a;
+        wait_for(t, 0, grace_ms);
+        if (t->pending)
+            break;          /* nobody stepped within the grace: the I/O thread does */
+    }
+    r = t->pending;
     pthread_mutex_unlock(&t->mu);
     return r;
 }

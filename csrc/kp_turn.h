@@ -4,7 +4,7 @@
  * interpreter lock. A thread that asks for the GIL while the application's thread is busy
  * in Python gets it only after the switch interval (5 ms), so a step that waits for the I/O
  * thread's turn adds milliseconds to every acknowledgement. A kp_turn keeps one plain C
- * thread (the watcher) that never touches Python: it sleeps in poll(2) on the selector's
+ * thread (the watcher) that never touches Python: it sleeps in ppoll(2) on the selector's
  * epoll descriptor until a socket is ready, the selector is woken, or the next deadline
  * (kp_turn_set_due) passes, and then raises `pending`. Any thread that holds the GIL already
  * (the application in send()) reads `pending` for the cost of a load and runs the step
@@ -14,7 +14,7 @@
  * - pending stays raised until kp_turn_done, which the thread that ran a step calls after
  *   its poll(0). The watcher does not watch meanwhile: the descriptor is level-triggered
  *   and stays readable until a poll consumes it, so watching it would spin.
- * - Deadlines are CLOCK_MONOTONIC milliseconds (Python's time.monotonic() on Linux). A
+ * - Deadlines are CLOCK_MONOTONIC microseconds (Python's time.monotonic() on Linux). A
  *   step names its next one in kp_turn_done; between steps, other threads name earlier ones
  *   with kp_turn_due_by (a new batch's linger.ms, a full batch: now). A watcher sleeping
  *   past an earlier deadline is re-armed without raising pending. kp_turn_begin, at the
@@ -46,13 +46,13 @@ void kp_turn_raise(kp_turn *t);
  * in the one it names when done. */
 void kp_turn_begin(kp_turn *t);
 
-/* A step ran its poll: its next deadline is due_ms (CLOCK_MONOTONIC ms, -1: none); clears
+/* A step ran its poll: its next deadline is due_us (CLOCK_MONOTONIC µs, -1: none); clears
  * pending and lets the watcher watch again. */
-void kp_turn_done(kp_turn *t, int64_t due_ms);
+void kp_turn_done(kp_turn *t, int64_t due_us);
 
-/* A deadline named between steps (a batch that will be sendable at due_ms, 0 or now: at
+/* A deadline named between steps (a batch that will be sendable at due_us, 0 or now: at
  * once): the watcher raises pending at the earliest of these and the last step's. */
-void kp_turn_due_by(kp_turn *t, int64_t due_ms);
+void kp_turn_due_by(kp_turn *t, int64_t due_us);
 
 /* Waits up to timeout_ms (-1: no limit) for pending; returns 1 if pending. */
 int kp_turn_wait(kp_turn *t, int timeout_ms);
@@ -61,8 +61,22 @@ int kp_turn_wait(kp_turn *t, int timeout_ms);
  * returns 1 if it is clear. */
 int kp_turn_wait_clear(kp_turn *t, int timeout_ms);
 
-/* CLOCK_MONOTONIC in milliseconds. */
+/* An application thread sent (a relaxed store: lost bumps from racing threads are harmless,
+ * any change counts). */
+void kp_turn_touch(kp_turn *t);
+
+/* The I/O thread's wait: until pending (no limit) and, when an application thread sent since
+ * the last call, a further grace_ms for that thread to run the step itself (pending clears:
+ * wait again). Returns 1 when the I/O thread should step, 0 once the turn is stopped. */
+int kp_turn_wait_io(kp_turn *t, int grace_ms);
+
+/* CLOCK_MONOTONIC in milliseconds and in microseconds. */
 int64_t kp_turn_now_ms(void);
+int64_t kp_turn_now_us(void);
+
+/* The CLOCK_MONOTONIC microsecond at which the wall clock (CLOCK_REALTIME) reaches wall_ms:
+ * the accumulator keeps batch times in wall milliseconds, as Java's does. */
+int64_t kp_turn_wall_to_mono_us(int64_t wall_ms);
 
 /* Counters for tests and metrics: times the watcher raised pending. */
 uint64_t kp_turn_raised(const kp_turn *t);

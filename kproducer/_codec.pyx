@@ -2,7 +2,9 @@
 """Compiled codec core: bindings over csrc/ (varint, CRC-32C, murmur2,
 record batch v2, framing). The public face is :mod:`kproducer.codec`.
 
-Status codes from C become exceptions in exactly one place, ``raise_kp_error``.
+Status codes from C become exceptions in exactly one place, ``kp_exception`` (raised by
+``raise_kp_error``), for the codec, the accumulator and the network selector alike; the
+selector's disconnect reasons become a kind and a text in ``disconnect_info`` beside it.
 """
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
@@ -25,7 +27,11 @@ from kproducer._cdefs.batch cimport *
 from kproducer._cdefs.frame cimport *
 
 
-from kproducer.errors import CodecError, CorruptRecordError, FrameError
+import errno as _errno
+import os as _os
+
+from kproducer._disconnect import DisconnectKind as _Kind
+from kproducer.errors import CodecError, CorruptRecordError, FrameError, NetworkError
 from kproducer.records import DecodedBatch, Record
 from kproducer import compression as _compression
 
@@ -52,14 +58,59 @@ BATCH_HEADER_SIZE = KP_BATCH_HEADER_SIZE
 
 
 # ---- the one place where C status codes become Python exceptions ---------
+# kproducer._net and kproducer._accumulator cimport these (kproducer/_codec.pxd).
 
-cdef int raise_kp_error(kp_status st, const kp_error *err, str what, type exc=CodecError) except -1:
-    """Raises the exception for status ``st``. ``what`` names the structure
-    being read ("record batch", "varint", "frame")."""
+cdef str errno_text(int e):
+    """``"Connection refused (ECONNREFUSED)"``."""
+    name = _errno.errorcode.get(e)
+    text = _os.strerror(e)
+    return f"{text} ({name})" if name else f"{text} (errno {e})"
+
+
+cdef object kp_exception(kp_status st, const kp_error *err, str what, type exc=None,
+                         int sys_errno=0, object conn_id=None, str detail=None):
+    """The exception for status ``st`` (returned, not raised). ``what`` names the structure
+    being read ("record batch", "varint", "frame") or the call that failed ("connect to
+    h:p"); with ``conn_id`` the message starts with the selector's connection id.
+    ``err``: where a reader stopped (or NULL). ``exc``: the class for a bad input (the
+    codec's statuses, default CodecError; a TLS failure, default NetworkError).
+    ``sys_errno``: the errno of KP_ERR_SYS. ``detail``: the C layer's text (KP_ERR_TLS,
+    KP_ERR_OVERFLOW)."""
+    prefix = what if conn_id is None else f"connection {conn_id}: {what}"
     if st == KP_ERR_NOMEM:
-        raise MemoryError(f"{what}: out of memory")
+        return MemoryError(f"{prefix}: out of memory")
     if st == KP_ERR_OVERFLOW:
-        raise OverflowError(f"{what}: a length, count or timestamp delta does not fit its wire field")
+        return OverflowError(f"{prefix}: "
+                             f"{detail or 'a length, count or timestamp delta does not fit its wire field'}")
+    if st == KP_ERR_ADDRESS:
+        return ValueError(f"{prefix}: not a numeric IPv4/IPv6 address "
+                          f"(resolve host names with socket.getaddrinfo first)")
+    # -- the selector's statuses: NetworkError with the connection id and the errno ----
+    if st == KP_ERR_SYS:
+        return NetworkError(f"{prefix} failed: {errno_text(sys_errno)}", conn_id=conn_id,
+                            errno=sys_errno)
+    if st == KP_ERR_BUSY:
+        return NetworkError(f"{prefix}: a send is already in flight on this connection; "
+                            f"wait until poll() reports it in .sent", conn_id=conn_id)
+    if st == KP_ERR_NOT_FOUND:
+        return NetworkError(f"{prefix}: no such connection (never connected, closed, "
+                            f"or reported disconnected)", conn_id=conn_id)
+    if st == KP_ERR_IN_USE:
+        return NetworkError(f"{prefix}: the id already has a connection; close it first",
+                            conn_id=conn_id)
+    if st == KP_ERR_EOF:
+        return NetworkError(f"{prefix}: connection closed by peer", conn_id=conn_id)
+    if st == KP_ERR_TLS:
+        text = f"TLS: {detail or 'error'}"
+        if exc is not None and exc is not NetworkError:
+            return exc(f"{prefix}: {text}" if prefix else text)
+        return NetworkError(f"{prefix}: {text}" if prefix else text, conn_id=conn_id)
+    if st == KP_ERR_INVALID and err == NULL:
+        # A bad argument, not bad data.
+        if conn_id is not None:
+            return ValueError(f"{prefix}: invalid argument")
+        return (exc or CodecError)(f"{prefix}: invalid argument")
+    # -- the codec's statuses: where decoding stopped ------------------------------------
     field = err.field.decode("ascii") if err != NULL and err.field != NULL else None
     offset = err.offset if err != NULL else None
     value = err.value if err != NULL else 0
@@ -81,7 +132,40 @@ cdef int raise_kp_error(kp_status st, const kp_error *err, str what, type exc=Co
         msg = f"unexpected bytes after {field} at byte {offset}"
     else:
         msg = f"error code {<int>st}"
-    raise exc(f"{what}: {msg}", field=field, offset=offset)
+        if conn_id is not None:
+            return NetworkError(f"{prefix}: {msg}", conn_id=conn_id)
+    return (exc or CodecError)(f"{what}: {msg}", field=field, offset=offset)
+
+
+cdef int raise_kp_error(kp_status st, const kp_error *err, str what, type exc=None,
+                        int sys_errno=0, object conn_id=None, str detail=None) except -1:
+    """Raises :func:`kp_exception`'s exception for status ``st``."""
+    raise kp_exception(st, err, what, exc, sys_errno, conn_id, detail)
+
+
+cdef tuple disconnect_info(kp_status st, bint was_connected, int sys_errno, int64_t value,
+                           const char *detail, int32_t max_frame):
+    """``(DisconnectKind, reason text)`` of a connection the selector dropped
+    (csrc/kp_selector.h, "Disconnect reasons")."""
+    text = detail.decode("utf-8", "replace") if detail != NULL else None
+    if st == KP_ERR_TLS:
+        if was_connected:
+            return _Kind.TLS, "TLS error: " + (text or "out of memory for the error text")
+        return _Kind.TLS_HANDSHAKE, "TLS handshake failed: " + (text or "out of memory for the error text")
+    if st == KP_ERR_SYS:
+        if was_connected:
+            return _Kind.IO_ERROR, errno_text(sys_errno)
+        return _Kind.CONNECT_FAILED, "connect failed: " + errno_text(sys_errno)
+    if st == KP_ERR_EOF:
+        if value:
+            return _Kind.PEER_CLOSED_MID_FRAME, (f"connection closed by peer mid-frame ({value} bytes "
+                                                 f"of an incomplete frame received)")
+        return _Kind.PEER_CLOSED, f"connection closed by peer {text}" if text else "connection closed by peer"
+    if st == KP_ERR_FRAME_SIZE:
+        return _Kind.FRAME_SIZE, f"invalid frame size {value} (must be 0..{max_frame}); the stream is lost"
+    if st == KP_ERR_NOMEM:
+        return _Kind.NOMEM, f"out of memory for a received frame of {value} bytes"
+    return _Kind.OTHER, f"error code {<int>st}"
 
 
 cdef inline int get_view(object obj, Py_buffer *view, const char *what, Py_ssize_t index) except -1:

@@ -3,6 +3,8 @@
 from typing_extensions import disjoint_base
 from typing import Any, NamedTuple, Optional, Tuple
 
+from kproducer._disconnect import Disconnect as Disconnect
+from kproducer._disconnect import DisconnectKind as DisconnectKind
 from kproducer.errors import ConfigError as ConfigError
 from kproducer.errors import NetworkError as NetworkError
 
@@ -13,12 +15,11 @@ MAX_CONNECTIONS: int
 TLS_WRITE_BUDGET: int
 
 class PollResult(NamedTuple):
-    connected: Any
-    disconnected: Any
-    sent: Any
-    received: Any
+    connected: list[int]
+    disconnected: list[Disconnect]
+    sent: list[int]
+    received: list[Tuple[int, bytes]]
     woken: bool
-    tls_failed: Any = ...
 
 class ConnectionStats(NamedTuple):
     bytes_sent: int

@@ -8,8 +8,11 @@ released. It resolves no names (give it numeric addresses from
 ``socket.getaddrinfo``) and knows nothing about requests: the network client
 above it matches responses to requests.
 
-Status codes from the C selector become exceptions in ``_raise`` below, with
-the connection id and the errno text in the message.
+Status codes from the C selector become exceptions in kproducer._codec's
+``raise_kp_error`` (the one mapping of every C status), with the connection id
+and the errno text in the message; a lost connection is reported as a
+:class:`~kproducer._disconnect.Disconnect` whose kind ``disconnect_info``
+(beside it) derives from the status, so callers never parse its text.
 
 TLS: a :class:`TlsContext` (OpenSSL, csrc/kp_tls.c) passed to
 :meth:`Selector.connect` makes that connection run the TLS handshake inside
@@ -25,12 +28,13 @@ from kproducer._cdefs.common cimport *
 from kproducer._cdefs.selector cimport *
 from kproducer._cdefs.tls cimport *
 from kproducer._cdefs.frame cimport KP_FRAME_DEFAULT_MAX_SIZE
+from kproducer._codec cimport disconnect_info, kp_exception, raise_kp_error
 
-import errno as _errno
 import math as _math
 import os as _os
 from collections import namedtuple
 
+from kproducer._disconnect import Disconnect, DisconnectKind
 from kproducer.errors import ConfigError, NetworkError
 
 # Largest frame a Selector accepts by default (Kafka's socket.request.max.bytes).
@@ -45,22 +49,22 @@ TLS_WRITE_BUDGET = KP_SEL_TLS_WRITE_BUDGET
 # Sends up to this size are copied with the GIL held (cheaper than releasing it).
 cdef size_t _NOGIL_COPY_MIN = 64 * 1024
 
-PollResult = namedtuple("PollResult", "connected disconnected sent received woken tls_failed",
-                        defaults=((),))
+PollResult = namedtuple("PollResult", "connected disconnected sent received woken")
 PollResult.__doc__ = """What one :meth:`Selector.poll` observed.
 
 ``connected``: ids whose connect (and TLS handshake) completed.
-``disconnected``: ``(id, reason)`` pairs (the id is free again; ``reason`` is a
-human-readable string such as ``"connect failed: Connection refused
+``disconnected``: :class:`~kproducer._disconnect.Disconnect` ``(id, kind,
+detail)`` triples (the id is free again): ``kind`` a
+:class:`~kproducer._disconnect.DisconnectKind` (CONNECT_FAILED, IO_ERROR,
+PEER_CLOSED, TLS_HANDSHAKE...) for code to decide on, ``detail`` the
+human-readable reason such as ``"connect failed: Connection refused
 (ECONNREFUSED)"`` or ``"TLS handshake failed: certificate verify failed:
-hostname mismatch (...)"``). ``sent``: ids whose staged send was fully
+hostname mismatch (...)"``. ``sent``: ids whose staged send was fully
 written. ``received``: ``(id, frame_body)`` pairs in arrival order (size
-prefix stripped). ``woken``: :meth:`Selector.wakeup` was called.
-``tls_failed``: the ids of ``disconnected`` that failed in TLS itself
-(certificate verification, an alert from the server, a protocol error), not
-in the network. Each id appears at most once in ``connected``, ``sent`` and
-``disconnected``; frames received before a disconnect in the same poll are
-complete and are listed in ``received``.
+prefix stripped). ``woken``: :meth:`Selector.wakeup` was called. Each id
+appears at most once in ``connected``, ``sent`` and ``disconnected``; frames
+received before a disconnect in the same poll are complete and are listed in
+``received``.
 """
 
 ConnectionStats = namedtuple("ConnectionStats", "bytes_sent bytes_received send_remaining send_total")
@@ -71,64 +75,8 @@ _STATE_NAMES = {KP_SEL_FREE: "disconnected", KP_SEL_CONNECTING: "connecting",
                 KP_SEL_CONNECTED: "connected"}
 
 
-cdef str _errno_text(int e):
-    name = _errno.errorcode.get(e)
-    text = _os.strerror(e)
-    return f"{text} ({name})" if name else f"{text} (errno {e})"
-
-
-cdef str _reason(const kp_sel_disconnect *d, int32_t max_frame):
-    detail = d.detail.decode("utf-8", "replace") if d.detail != NULL else None
-    if d.status == KP_ERR_TLS:
-        what = "TLS error: " if d.was_connected else "TLS handshake failed: "
-        return what + (detail or "out of memory for the error text")
-    if d.status == KP_ERR_SYS:
-        text = _errno_text(d.sys_errno)
-        return text if d.was_connected else "connect failed: " + text
-    if d.status == KP_ERR_EOF:
-        if d.value:
-            return f"connection closed by peer mid-frame ({d.value} bytes of an incomplete frame received)"
-        if detail:
-            return f"connection closed by peer {detail}"
-        return "connection closed by peer"
-    if d.status == KP_ERR_FRAME_SIZE:
-        return f"invalid frame size {d.value} (must be 0..{max_frame}); the stream is lost"
-    if d.status == KP_ERR_NOMEM:
-        return f"out of memory for a received frame of {d.value} bytes"
-    return f"error code {<int>d.status}"
-
-
-cdef int _raise(kp_status st, int sys_errno, int32_t conn_id, str what, str detail=None) except -1:
-    """Raises the exception for a failed selector call (``detail``: the C
-    layer's text for KP_ERR_TLS)."""
-    prefix = f"connection {conn_id}: {what}"
-    if st == KP_ERR_NOMEM:
-        raise MemoryError(f"{prefix}: out of memory")
-    if st == KP_ERR_OVERFLOW:
-        raise OverflowError(f"{prefix}: payload exceeds the int32 frame Size field")
-    if st == KP_ERR_INVALID:
-        raise ValueError(f"{prefix}: invalid argument")
-    if st == KP_ERR_ADDRESS:
-        raise ValueError(f"{prefix}: not a numeric IPv4/IPv6 address "
-                         f"(resolve host names with socket.getaddrinfo first)")
-    if st == KP_ERR_BUSY:
-        raise NetworkError(f"{prefix}: a send is already in flight on this connection; "
-                           f"wait until poll() reports it in .sent", conn_id=conn_id)
-    if st == KP_ERR_NOT_FOUND:
-        raise NetworkError(f"{prefix}: no such connection (never connected, closed, "
-                           f"or reported disconnected)", conn_id=conn_id)
-    if st == KP_ERR_IN_USE:
-        raise NetworkError(f"{prefix}: the id already has a connection; close it first",
-                           conn_id=conn_id)
-    if st == KP_ERR_SYS:
-        raise NetworkError(f"{prefix} failed: {_errno_text(sys_errno)}", conn_id=conn_id,
-                           errno=sys_errno)
-    if st == KP_ERR_TLS:
-        raise NetworkError(f"{prefix}: TLS: {detail or 'error'}", conn_id=conn_id)
-    raise NetworkError(f"{prefix}: error code {<int>st}", conn_id=conn_id)
-
-
-_TLS_INPUTS = {KP_TLS_INPUT_CA: "cafile", KP_TLS_INPUT_CERT: "certfile", KP_TLS_INPUT_KEY: "keyfile"}
+_TLS_INPUTS = {KP_TLS_INPUT_CA: "cafile", KP_TLS_INPUT_CERT: "certfile", KP_TLS_INPUT_KEY: "keyfile",
+               KP_TLS_INPUT_KEY_PASSWORD: "keyfile"}
 
 
 cdef bytes _path_arg(object path, str name):
@@ -155,7 +103,9 @@ cdef class TlsContext:
 
     Unusable files raise :class:`~kproducer.errors.ConfigError` with OpenSSL's
     reason; its ``tls_input`` attribute says which argument was at fault
-    (``"cafile"``, ``"certfile"``, ``"keyfile"`` or None). A context can be
+    (``"cafile"``, ``"certfile"``, ``"keyfile"`` or None), and
+    ``key_password_failed`` is True when the key is encrypted and could not be
+    decrypted (no ``password``, or a wrong one). A context can be
     shared by any number of connections and selectors; connections keep
     working after it is garbage collected.
     """
@@ -193,10 +143,11 @@ cdef class TlsContext:
         st = kp_tls_ctx_new(&self.ctx, &cfg, &what, err, sizeof(err))
         pw = None
         if st != KP_OK:
-            if st == KP_ERR_NOMEM:
-                raise MemoryError("TlsContext: out of memory")
-            exc = ConfigError(f"TLS: {err.decode('utf-8', 'replace')}")
+            exc = kp_exception(st, NULL, "TlsContext" if st == KP_ERR_NOMEM else "", ConfigError, 0,
+                               None, err.decode("utf-8", "replace"))
+            # Which argument was at fault, as fields (the key's password counts as the key file).
             exc.tls_input = _TLS_INPUTS.get(what)
+            exc.key_password_failed = what == KP_TLS_INPUT_KEY_PASSWORD
             raise exc
         self.cafile, self.certfile, self.keyfile = cafile, certfile, keyfile
         self.verify, self.check_hostname = verify, check_hostname
@@ -255,10 +206,7 @@ cdef class Selector:
             raise ValueError(f"max_frame_size must be 0..{INT32_MAX}, got {max_frame_size}")
         st = kp_selector_new(&self.sel, max_connections, <int32_t>max_frame_size, &err)
         if st != KP_OK:
-            if st == KP_ERR_NOMEM:
-                raise MemoryError("Selector: out of memory")
-            raise NetworkError(f"Selector: cannot create the epoll/eventfd pair: {_errno_text(err)}",
-                               errno=err)
+            raise_kp_error(st, NULL, "Selector: creating the epoll/eventfd pair", None, err)
 
     def __dealloc__(self):
         if self.sel != NULL:
@@ -323,7 +271,7 @@ cdef class Selector:
 
         With ``tls`` the connection runs a TLS handshake after the TCP
         connect and is reported connected once it is done (a failure is a
-        disconnect whose reason starts with ``"TLS handshake failed: "``).
+        disconnect of kind ``TLS_HANDSHAKE``).
         ``server_hostname`` is the name the server's certificate must carry
         and the SNI sent (default: ``host``): pass the broker's host name as
         configured or advertised, not the address it resolved to.
@@ -341,7 +289,7 @@ cdef class Selector:
         except UnicodeEncodeError:
             h = b""
         if not h or b"\0" in h:
-            _raise(KP_ERR_ADDRESS, 0, conn_id, f"connect to {host!r}")
+            raise_kp_error(KP_ERR_ADDRESS, NULL, f"connect to {host!r}", None, 0, conn_id)
         if tls is None:
             st = kp_selector_connect(self.sel, conn_id, h, port, send_buffer, receive_buffer, &err)
         else:
@@ -356,8 +304,8 @@ cdef class Selector:
             st = kp_selector_connect_tls(self.sel, conn_id, h, port, send_buffer, receive_buffer,
                                          tls.ctx, sn, &err, tls_err, sizeof(tls_err))
         if st != KP_OK:
-            _raise(st, err, conn_id, f"connect to {host}:{port}",
-                   tls_err.decode("utf-8", "replace") if st == KP_ERR_TLS else None)
+            raise_kp_error(st, NULL, f"connect to {host}:{port}", None, err, conn_id,
+                           tls_err.decode("utf-8", "replace") if st == KP_ERR_TLS else None)
 
     def close(self, int conn_id):
         """Closes ``conn_id`` (no event is reported). Returns True if a
@@ -394,7 +342,7 @@ cdef class Selector:
         self._check_id(conn_id)
         st = kp_selector_stats(self.sel, conn_id, &s)
         if st != KP_OK:
-            _raise(st, 0, conn_id, "stats")
+            raise_kp_error(st, NULL, "stats", None, 0, conn_id)
         return ConnectionStats(s.bytes_sent, s.bytes_received, s.send_remaining, s.send_total)
 
     # -- I/O -----------------------------------------------------------------------
@@ -408,7 +356,8 @@ cdef class Selector:
             if not add_prefix and view.len == 0:
                 raise ValueError(f"connection {conn_id}: {what}: empty data")
             if add_prefix and <size_t>view.len > <size_t>INT32_MAX:
-                _raise(KP_ERR_OVERFLOW, 0, conn_id, what)
+                raise_kp_error(KP_ERR_OVERFLOW, NULL, what, None, 0, conn_id,
+                               "payload exceeds the int32 frame Size field")
             if <size_t>view.len >= _NOGIL_COPY_MIN:
                 # The poll thread cannot run meanwhile: _busy is checked above
                 # and poll() checks it too, both with the GIL held.
@@ -426,7 +375,7 @@ cdef class Selector:
             else:
                 st = kp_selector_send(self.sel, conn_id, <const uint8_t *>view.buf, <size_t>view.len)
             if st != KP_OK:
-                _raise(st, 0, conn_id, what)
+                raise_kp_error(st, NULL, what, None, 0, conn_id)
         finally:
             PyBuffer_Release(&view)
 
@@ -475,18 +424,17 @@ cdef class Selector:
         finally:
             self._busy = False
         if st != KP_OK:
-            raise NetworkError(f"poll: epoll_wait failed: {_errno_text(err)}", errno=err)
+            raise_kp_error(st, NULL, "poll: epoll_wait", None, err)
         max_frame = kp_selector_max_frame_size(self.sel)
         try:
             connected = [res.connected[i] for i in range(res.n_connected)]
             sent = [res.sent[i] for i in range(res.n_sent)]
             disconnected = []
-            tls_failed = []
             for i in range(res.n_disconnected):
                 d = &res.disconnected[i]
-                disconnected.append((d.id, _reason(d, max_frame)))
-                if d.status == KP_ERR_TLS:
-                    tls_failed.append(d.id)
+                kind, detail = disconnect_info(d.status, d.was_connected != 0, d.sys_errno, d.value,
+                                               d.detail, max_frame)
+                disconnected.append(Disconnect(d.id, kind, detail))
             received = []
             for i in range(res.n_received):
                 r = &res.received[i]
@@ -495,7 +443,7 @@ cdef class Selector:
         finally:
             # The frames are copied: free the C bodies now, not at the next poll.
             kp_selector_release_results(self.sel)
-        return PollResult(connected, disconnected, sent, received, woken, tls_failed)
+        return PollResult(connected, disconnected, sent, received, woken)
 
     def wakeup(self):
         """Makes a poll running in another thread (or the next poll) return
@@ -503,4 +451,4 @@ cdef class Selector:
         cdef int e
         e = kp_selector_wakeup(self.sel)
         if e:
-            raise NetworkError(f"wakeup failed: {_errno_text(e)}", errno=e)
+            raise_kp_error(KP_ERR_SYS, NULL, "wakeup", None, e)

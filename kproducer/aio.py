@@ -151,11 +151,6 @@ class AIOProducer:
     async def __aexit__(self, *exc) -> None:
         await self.stop()
 
-    async def _yield_now_and_then(self) -> None:
-        self._sends += 1
-        if self._sends % _YIELD_EVERY == 0:
-            await asyncio.sleep(0)
-
     async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
                    headers=None, on_delivery=None):
         """Queues one record and returns its future (await it for the RecordMetadata). Waits
@@ -165,7 +160,9 @@ class AIOProducer:
         if fut is None:
             fut = await asyncio.get_running_loop().run_in_executor(None, functools.partial(
                 p.send, topic, value, key, partition, timestamp_ms, headers, on_delivery))
-        await self._yield_now_and_then()
+        self._sends += 1
+        if self._sends % _YIELD_EVERY == 0:
+            await asyncio.sleep(0)      # a tight send loop lets the loop's other tasks run
         return fut
 
     async def send_and_wait(self, topic, value=None, key=None, partition=None, timestamp_ms=None,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
+from kproducer.clock import SYSTEM_TIME
 from kproducer.errors import KafkaError, TransactionTimeoutError
 from kproducer.backoff import ExponentialBackoff
 from kproducer.protocol import messages as m
@@ -38,10 +38,6 @@ PRIORITY_END = 3
 _REFIND = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
 _RETRY = _REFIND | {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS,
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.REQUEST_TIMED_OUT}
-
-
-def _mono_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 class TxnResult:
@@ -118,8 +114,9 @@ class CoordinatorRequests:
     """A priority queue of :class:`Handler`, one request in flight at a time, each sent to
     the coordinator of its key (found with FindCoordinator and cached until it fails)."""
 
-    def __init__(self, client, *, retry_backoff_ms: int, retry_backoff_max_ms: int):
+    def __init__(self, client, *, retry_backoff_ms: int, retry_backoff_max_ms: int, time=None):
         self.client = client
+        self.time = time if time is not None else SYSTEM_TIME   # kproducer.clock: mono_ms()
         self.backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
         self.coordinators: dict = {}          # (key_type, key) -> node id
         self._queue: list = []
@@ -225,7 +222,7 @@ class CoordinatorRequests:
 
     def _on_find(self, key_type: int, key: str, resp, err) -> None:
         self._finding = None
-        now = _mono_ms()
+        now = self.time.mono_ms()
         if err is None:
             if resp.coordinators:
                 c = resp.coordinators[0]
@@ -261,7 +258,7 @@ class CoordinatorRequests:
 
     def _on_response(self, h: Handler, coord: int, resp, err) -> None:
         self._in_flight = None
-        now = _mono_ms()
+        now = self.time.mono_ms()
         if err is not None:
             # Connection lost or request timed out: whether the broker acted on it is
             # unknown; every coordinator request here is safe to send again.

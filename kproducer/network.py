@@ -15,6 +15,10 @@ CONNECTING meanwhile, so socket.connection.setup.timeout.ms bounds the lookup to
 
 Only the Sender thread uses a NetworkClient; ``wakeup()`` is the one method other
 threads call.
+
+For tests (tests/test_network.py) the clock (``time=``, :mod:`kproducer.clock`) and the
+selector (``selector=``: anything with :class:`~kproducer._net.Selector`'s connect, send,
+close, close_all, poll, wakeup, fileno and needs_poll) are injectable.
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ import logging
 import random
 import socket
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from kproducer import codec
+from kproducer._disconnect import DisconnectKind
 from kproducer._net import Selector
 from kproducer.backoff import ExponentialBackoff  # noqa: F401 (also re-exported: its old home)
+from kproducer.clock import SYSTEM_TIME
 from kproducer.errors import (AuthenticationError, KafkaError, KafkaTimeoutError, NetworkError,
                               ProtocolError, SslAuthenticationError, UnsupportedVersionError)
 from kproducer.protocol import messages as m
@@ -51,9 +56,16 @@ _STATE_NAMES.append("AUTHENTICATING")
 # States of a connection being set up: bounded by socket.connection.setup.timeout.ms.
 _SETTING_UP = (CONNECTING, CHECKING_API_VERSIONS, AUTHENTICATING)
 
-
-def _monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
+# A connection lost before it was READY, by the kind of failure (Selector.poll's
+# Disconnect.kind): the error class, when it is not a plain NetworkError. A failed TLS
+# handshake (certificate, host name, an alert such as "certificate required", which TLS 1.3
+# delivers after the client's side of the handshake is done) is not retried into success:
+# Java's SslAuthenticationException, kept for the Sender as the node's auth_error, and the
+# broker's other addresses are not tried.
+_SETUP_ERRORS = {
+    DisconnectKind.TLS_HANDSHAKE: SslAuthenticationError,
+    DisconnectKind.TLS: SslAuthenticationError,
+}
 
 
 def _is_address(host: str) -> bool:
@@ -141,8 +153,10 @@ class NetworkClient:
                  reconnect_backoff_max_ms: int = 1000, connection_setup_timeout_ms: int = 10000,
                  connections_max_idle_ms: int = 540000, send_buffer_bytes: int = 131072,
                  receive_buffer_bytes: int = 32768, max_response_size: int = 100 * 1024 * 1024,
-                 max_connections: int = 1024, sasl=None, tls=None):
+                 max_connections: int = 1024, sasl=None, tls=None, time=None, selector=None):
         self.client_id = client_id
+        # The clock (kproducer.clock: mono_ms() is all this class reads).
+        self.time = time if time is not None else SYSTEM_TIME
         # kproducer._net.TlsContext for security.protocol SSL / SASL_SSL, or None. The
         # selector runs the handshake: a connection is "connected" once TLS is up.
         self.tls = tls
@@ -160,7 +174,8 @@ class NetworkClient:
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         self.reconnect = ExponentialBackoff(reconnect_backoff_ms, reconnect_backoff_max_ms)
-        self.selector = Selector(max_connections=max_connections, max_frame_size=max_response_size)
+        self.selector = selector if selector is not None else Selector(
+            max_connections=max_connections, max_frame_size=max_response_size)
         self.nodes: dict[int, NodeState] = {}
         self._free_slots = list(range(max_connections - 1, -1, -1))
         self._next_cid = 1
@@ -172,7 +187,7 @@ class NetworkClient:
         ns = self.nodes.get(node_id)
         if ns is not None:
             if (ns.host, ns.port) != (host, port):
-                self._disconnect(ns, NetworkError(f"node {node_id} moved to {host}:{port}"), _monotonic_ms())
+                self._disconnect(ns, NetworkError(f"node {node_id} moved to {host}:{port}"), self.time.mono_ms())
                 ns.host, ns.port = host, port
             return
         if not self._free_slots:
@@ -182,7 +197,7 @@ class NetworkClient:
     def remove_node(self, node_id: int) -> None:
         ns = self.nodes.pop(node_id, None)
         if ns is not None:
-            self._disconnect(ns, NetworkError(f"node {node_id} left the cluster"), _monotonic_ms())
+            self._disconnect(ns, NetworkError(f"node {node_id} left the cluster"), self.time.mono_ms())
             self._free_slots.append(ns.slot)
 
     def state(self, node_id: int) -> str:
@@ -322,7 +337,7 @@ class NetworkClient:
                       now, internal=True)
 
     def _on_api_versions(self, ns, req, version, resp, err) -> None:
-        now = _monotonic_ms()
+        now = self.time.mono_ms()
         if err is not None or ns.state != CHECKING_API_VERSIONS:
             return  # the disconnect already happened (maybe in the poll that read this response)
         if resp.error_code == ErrorCode.UNSUPPORTED_VERSION and version > 0:
@@ -367,7 +382,7 @@ class NetworkClient:
                       lambda resp, err: self._on_sasl_handshake(ns, resp, err), now, internal=True)
 
     def _on_sasl_handshake(self, ns, resp, err) -> None:
-        now = _monotonic_ms()
+        now = self.time.mono_ms()
         if err is not None or ns.state != AUTHENTICATING:
             return
         mechanism = self.sasl.mechanism
@@ -393,7 +408,7 @@ class NetworkClient:
                       lambda resp, err: self._on_sasl_authenticate(ns, mech, resp, err), now, internal=True)
 
     def _on_sasl_authenticate(self, ns, mech, resp, err) -> None:
-        now = _monotonic_ms()
+        now = self.time.mono_ms()
         if err is not None:
             return  # the connection failed (or timed out): retried like any connection
         if resp.error_code != 0:
@@ -485,7 +500,7 @@ class NetworkClient:
                 self.selector.send(ns.slot, payload)
             except KafkaError as exc:
                 ns.pending.appendleft((entry, payload))
-                self._disconnect(ns, NetworkError(f"send to node {ns.node_id} failed: {exc}"), _monotonic_ms())
+                self._disconnect(ns, NetworkError(f"send to node {ns.node_id} failed: {exc}"), self.time.mono_ms())
                 return
             ns.in_flight.append(entry)
 
@@ -505,7 +520,7 @@ class NetworkClient:
         events it handled (connects, sends, receives, disconnects, completions, a wakeup)."""
         timeout_ms = max(0, min(timeout_ms, self._next_timeout(now)))
         result = self.selector.poll(timeout_ms)
-        now = _monotonic_ms()
+        now = self.time.mono_ms()
         self._finish_lookups(now)
         by_slot = {ns.slot: ns for ns in self.nodes.values()}
         completions = []
@@ -535,17 +550,15 @@ class NetworkClient:
                 continue
             ns.last_activity_ms = now
             self._on_response(ns, payload, now, completions)
-        for slot, reason in result.disconnected:
+        for slot, kind, reason in result.disconnected:
             ns = by_slot.get(slot)
             if ns is None:
                 continue
-            if slot not in result.tls_failed and self._try_next_address(ns, reason, now):
+            setup_error = _SETUP_ERRORS.get(kind) if ns.state != READY else None
+            if setup_error is None and self._try_next_address(ns, reason, now):
                 continue
-            if slot in result.tls_failed and ns.state != READY:
-                # A failed TLS handshake (certificate, host name, an alert such as "certificate
-                # required") is not retried into success: Java's SslAuthenticationException.
-                exc = SslAuthenticationError(
-                    f"TLS connection to node {ns.node_id} ({ns.host}:{ns.port}) failed: {reason}")
+            if setup_error is not None:
+                exc = setup_error(f"TLS connection to node {ns.node_id} ({ns.host}:{ns.port}) failed: {reason}")
                 ns.auth_error = exc
                 self.auth_failures.append((ns.node_id, exc))
                 log.error("%s", exc)
@@ -651,9 +664,9 @@ class NetworkClient:
     def disconnect(self, node_id: int, exc=None) -> None:
         ns = self.nodes.get(node_id)
         if ns is not None:
-            self._disconnect(ns, exc, _monotonic_ms())
+            self._disconnect(ns, exc, self.time.mono_ms())
 
     def close(self) -> None:
         for ns in list(self.nodes.values()):
-            self._disconnect(ns, None, _monotonic_ms())
+            self._disconnect(ns, None, self.time.mono_ms())
         self.selector.close_all()

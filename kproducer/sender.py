@@ -44,11 +44,12 @@ import threading
 import time
 from collections import defaultdict
 
-from kproducer._accumulator import SenderTurn, batch_from_records, wall_clock_ms
+from kproducer._accumulator import SenderTurn, batch_from_records
 from kproducer.codec import decode_batch
 from kproducer.coordinator import CoordinatorRequests
 from kproducer.errors import KafkaError, KafkaTimeoutError, NetworkError
 from kproducer.backoff import ExponentialBackoff
+from kproducer.clock import SYSTEM_TIME
 from kproducer.protocol import messages as m
 from kproducer.protocol import versions as v
 from kproducer.protocol.produce import decode_produce_response, encode_produce_request
@@ -59,16 +60,18 @@ from kproducer.transactions import TransactionManager
 log = logging.getLogger("kproducer")
 
 _SEQ_MOD = 1 << 31   # BaseSequence wraps at Integer.MAX_VALUE (Java's DefaultRecordBatch)
-
-
-_mono_ms = SenderTurn.now_ms   # CLOCK_MONOTONIC ms: time.monotonic()'s clock, the watcher's
+# How long the I/O thread leaves a wanted step to an application thread that is sending (it
+# runs the step at its next send), before queueing for the GIL itself.
+_APP_GRACE_MS = 1
 
 
 class Sender:
     """Runs the producer's network loop in a daemon thread; see the module docstring."""
 
-    def __init__(self, config, accumulator, metadata, client, *, on_complete=None):
+    def __init__(self, config, accumulator, metadata, client, *, on_complete=None, time=None):
         self.config = config
+        # The clocks (kproducer.clock): tests pass a mock and drive _step() themselves.
+        self.time = time if time is not None else SYSTEM_TIME
         self.acc = accumulator
         self.metadata = metadata
         self.client = client
@@ -97,7 +100,8 @@ class Sender:
         self.fatal_error: Exception | None = None
         # Requests to a transaction or group coordinator (transactions, complete_transaction).
         self.coordinator = CoordinatorRequests(client, retry_backoff_ms=config.retry_backoff_ms,
-                                               retry_backoff_max_ms=config.retry_backoff_max_ms)
+                                               retry_backoff_max_ms=config.retry_backoff_max_ms,
+                                               time=self.time)
         self.transactional_id = config.transactional_id
         self.txn = None
         if self.transactional_id is not None:
@@ -156,11 +160,13 @@ class Sender:
 
     def _io_turn(self) -> None:
         """One turn of the I/O thread: wait, without the GIL, until the watcher wants a step
-        (a socket is ready, the selector was woken, a deadline passed), then run it unless
-        an application thread runs it. The step lock is only ever tried: a thread that held
-        it while waiting for the GIL would keep every other thread from stepping for a
-        switch interval."""
-        self.turn.wait()
+        (a socket is ready, the selector was woken, a deadline passed) that no sending
+        application thread ran within _APP_GRACE_MS, then run it. Queueing for the GIL while
+        the application runs Python would cost that thread a switch interval (5 ms) each
+        time it releases the GIL (an event loop's every select()). The step lock is only
+        ever tried: a thread that held it while waiting for the GIL would keep every other
+        thread from stepping for a switch interval."""
+        self.turn.wait_io(_APP_GRACE_MS)
         lock = self._step_lock
         if not lock.acquire(False):
             self.turn.wait_clear(10)   # an application thread is stepping
@@ -198,7 +204,7 @@ class Sender:
         order, so its response means every record before it was processed; closing
         earlier could reset the connection (unread bytes in the receive buffer make the
         kernel send RST) and lose what the broker had not read yet."""
-        now = _mono_ms()
+        now = self.time.mono_ms()
         waiting = set()
         for node_id in list(self._acks0_nodes):
             if self.client.state(node_id) != "READY":
@@ -207,8 +213,8 @@ class Sender:
             self.client.send(node_id, v.METADATA, m.MetadataRequest(topics=[], allow_auto_topic_creation=False),
                              lambda resp, err, n=node_id: waiting.discard(n), now)
         deadline = now + self.request_timeout_ms
-        while waiting and _mono_ms() < deadline:
-            self.client.poll(min(100, max(0, deadline - _mono_ms())), _mono_ms())
+        while waiting and self.time.mono_ms() < deadline:
+            self.client.poll(min(100, max(0, deadline - self.time.mono_ms())), self.time.mono_ms())
         self._acks0_nodes.clear()
 
     def _step_safely(self) -> None:
@@ -216,7 +222,7 @@ class Sender:
             self._step()
         except Exception:  # the I/O thread must never die: log and keep going
             log.exception("unexpected error in the kproducer network thread")
-            self.turn.done(_mono_ms() + 10)
+            self.turn.done(SenderTurn.now_us() + 10_000)
 
     def _in_flight_batches(self) -> int:
         return sum(len(b) for b in self.in_flight.values())
@@ -235,8 +241,8 @@ class Sender:
         reads and completes. Tells the watcher when the next step is due: now, when this
         one did I/O whose consequences may be sendable at once."""
         self.turn.begin()
-        now = _mono_ms()
-        wall = wall_clock_ms()
+        now = self.time.mono_ms()
+        wall = self.time.wall_ms()
         for node, exc in self.client.take_auth_failures():
             self._on_auth_failure(node, exc, wall)
         for topic in self.acc.take_touched():
@@ -249,12 +255,14 @@ class Sender:
             timeout = self._expire(wall, cap)
         else:
             timeout = min(cap, self._send_producer_data(now, wall))
-        now = _mono_ms()
+        now = self.time.mono_ms()
         if self.client.poll(0, now) or self.client.selector.needs_poll():
-            timeout = 0
-        else:
-            timeout = max(0, min(timeout, self.client.poll_timeout(now), 1 << 40))
-        self.turn.done(now + timeout)
+            self.turn.done(0)           # consequences may be sendable at once: step again
+            return
+        timeout = max(0, min(timeout, self.client.poll_timeout(now), 1 << 40))
+        # The accumulator's deadlines are whole ms of the wall clock (batches' created_ms):
+        # the watcher wakes at the instant ``wall`` + timeout begins, not up to 1 ms later.
+        self.turn.done(SenderTurn.wall_to_mono_us(wall + timeout))
 
     def _on_auth_failure(self, node: int, exc, wall: int) -> None:
         """A failed SASL authentication is not retried (Java's AuthenticationException):
@@ -364,7 +372,7 @@ class Sender:
     def _on_produce(self, batches: list, resp, err) -> None:
         """``resp`` is decode_produce_response's (correlation_id, [(topic, partition,
         error_code, base_offset, log_append_time_ms, error_message)])."""
-        wall = wall_clock_ms()
+        wall = self.time.wall_ms()
         if err is not None:
             # Connection lost, request timed out: every batch of the request is retriable.
             for b in batches:
@@ -493,7 +501,7 @@ class Sender:
             self.txn.on_batch_failed(exc)
 
     def _fail_all(self, exc) -> None:
-        wall = wall_clock_ms()
+        wall = self.time.wall_ms()
         for b in self.acc.abort_all():
             self._fail(b, exc, wall)
         for lst in list(self.in_flight.values()):
@@ -519,7 +527,7 @@ class Sender:
     def abort_undrained(self, exc) -> None:
         """abort_transaction: batches not yet sent fail with ``exc``; those in flight
         finish first (Java's abortUndrainedBatches)."""
-        wall = wall_clock_ms()
+        wall = self.time.wall_ms()
         for b in self.acc.abort_all():
             self._fail(b, exc, wall)
         self.wakeup()
@@ -543,7 +551,7 @@ class Sender:
         if err is not None or resp.error_code != 0:
             why = err if err is not None else broker_error(resp.error_code, "InitProducerId")
             log.info("InitProducerId failed (%s); retrying", why)
-            self._pid_retry_at = _mono_ms() + self.config.retry_backoff_ms
+            self._pid_retry_at = self.time.mono_ms() + self.config.retry_backoff_ms
             if err is None and not is_retriable(resp.error_code) and resp.error_code not in (
                     ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
                 self.fatal_error = why
@@ -584,7 +592,7 @@ class Sender:
 
     def _on_metadata(self, plan, version, resp, err) -> None:
         self._metadata_in_flight = False
-        wall = wall_clock_ms()
+        wall = self.time.wall_ms()
         if err is not None:
             log.debug("metadata request failed: %s", err)
             self.metadata.failed_update(wall)

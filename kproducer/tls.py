@@ -56,10 +56,9 @@ def tls_context(cfg) -> TlsContext | None:
         return TlsContext(ca, cert, key, password,
                           check_hostname=cfg["ssl.endpoint.identification.algorithm"] == "https")
     except ConfigError as exc:
-        input_ = getattr(exc, "tls_input", None)
-        key_name = blame.get(input_)
-        decrypt = input_ == "keyfile" and any(
-            w in str(exc) for w in ("decrypt", "password", "bad read"))
+        key_name = blame.get(getattr(exc, "tls_input", None))
+        # OpenSSL asked for the key's password and the key still did not load (kp_tls.c).
+        decrypt = getattr(exc, "key_password_failed", False)
         if decrypt and password is not None:
             hint = " (is ssl.key.password right?)"
         elif decrypt:

@@ -14,7 +14,7 @@ from confluent_kafka import Producer as ConfluentProducer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)   # bench/ lives in the checkout, it is not an installed package
 
-from bench import clients, latency, report, scenarios, spark_recipes
+from bench import aio, clients, latency, report, scenarios, spark_recipes
 from bench.data import make_values
 from bench.verify import check_topic
 
@@ -80,11 +80,35 @@ def test_bench_quick_writes_verified_results(tmp_path):
     assert any(t["label"].startswith("latency p99 10,000/s busy loop") for t in doc["ratios"])
     assert (out / "latency.png").read_bytes().startswith(PNG_MAGIC)
 
+    # The asyncio scenario: every client, verified, with ordered percentiles and a loop stall;
+    # the ratios against aiokafka (records/s target 10x, p99 lower) present.
+    rows = doc["asyncio"]
+    assert {r["client"] for r in rows} == set(aio.CLIENTS)
+    assert [r["client"] for r in doc["asyncio_summary"]] == list(aio.CLIENTS)
+    for r in rows:
+        assert r["scenario"] == scenarios.ASYNCIO and r["ok"] and r["error"] is None, r
+        assert r["verify"]["ok"] and r["verify"]["read"] == r["records"] + 1, r
+        assert r["failed"] == 0 and r["missing"] == 0 and r["count"] == r["records"], r
+        assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["p999_ms"] <= r["max_ms"], r
+        assert sum(r["histogram"]["counts"]) == r["count"], r
+        assert r["records_per_s"] > 0 and r["cpu_seconds"] > 0 and r["heartbeats"] > 0, r
+        assert r["loop_stall_max_ms"] >= 0 and r["tasks"] == aio.TASKS and r["api"], r
+    ratios = {t["label"]: t for t in doc["ratios"]}
+    rate = ratios[f"asyncio records/s: {aio.KPRODUCER} / {aio.AIOKAFKA}"]
+    p99 = ratios[f"asyncio p99: {aio.AIOKAFKA} / {aio.KPRODUCER}"]
+    assert rate["target"] == report.TARGET_ASYNCIO and rate["value"] > 0 and rate["met"] is not None
+    assert p99["target"] == 1.0 and p99["value"] > 0 and p99["met"] is not None
+    assert f"asyncio records/s: {aio.KPRODUCER} / {aio.CONFLUENT}" in ratios
+    assert report.ASYNCIO_HEADER in proc.stdout
+    assert f"| {aio.KPRODUCER} | {aio.TASKS} × {aio.WINDOW} |" in proc.stdout
+    assert f"asyncio records/s: {aio.KPRODUCER} / {aio.AIOKAFKA}:" in proc.stdout
+
     png = (out / "results.png").read_bytes()
     assert png.startswith(PNG_MAGIC) and len(png) > 1000
     md = (out / "results.md").read_text()
     assert report.TABLE_HEADER in md and "| base | kproducer send_many |" in md
     assert report.LATENCY_HEADER in md and report.LATENCY_HEADER in proc.stdout
+    assert "## asyncio" in md and report.ASYNCIO_HEADER in md
     assert report.TABLE_HEADER in proc.stdout
     assert "kproducer send_many 100B / confluent produce/poll:" in proc.stdout
     assert "Every run verified" in proc.stdout and "FAILED" not in proc.stdout

@@ -19,6 +19,7 @@ import time
 import pytest
 
 from kproducer import _net
+from kproducer._disconnect import DisconnectKind as K
 from kproducer.codec import frame
 from kproducer.errors import KafkaError, NetworkError
 from kproducer.protocol import API_VERSIONS, ApiVersionsRequest, decode_response, encode_request
@@ -36,7 +37,7 @@ class Seen:
 
     def __init__(self):
         self.connected: list[int] = []
-        self.disconnected: list[tuple[int, str]] = []
+        self.disconnected: list[tuple[int, K, str]] = []
         self.sent: list[int] = []
         self.received: list[tuple[int, bytes]] = []
         self.woken = False
@@ -54,7 +55,7 @@ class Seen:
         return [b for i, b in self.received if i == conn_id]
 
     def reason(self, conn_id):
-        return dict(self.disconnected).get(conn_id)
+        return {i: detail for i, _, detail in self.disconnected}.get(conn_id)
 
     def __repr__(self):
         return (f"Seen(polls={self.polls}, connected={self.connected}, disconnected={self.disconnected}, "
@@ -252,7 +253,7 @@ def test_connection_refused_is_a_disconnect_event(sel):
         sel.connect(5, "127.0.0.1", port)  # never raises for a refused connect
         seen = poll_until(sel, lambda s: s.disconnected)
     assert seen.connected == []
-    assert seen.disconnected == [(5, "connect failed: Connection refused (ECONNREFUSED)")]
+    assert seen.disconnected == [(5, K.CONNECT_FAILED, "connect failed: Connection refused (ECONNREFUSED)")]
     # The id is free again: nothing to close, and it can be reused.
     assert sel.state(5) == "disconnected" and len(sel) == 0
     assert sel.close(5) is False
@@ -351,14 +352,14 @@ def test_wakeup_before_poll_is_kept_then_drained(sel):
     assert sel.poll(10000).woken
     assert time.monotonic() - t0 < 5.0
     r = sel.poll(0)
-    assert not r.woken and r == ([], [], [], [], False, [])
+    assert not r.woken and r == ([], [], [], [], False)
 
 
 def test_poll_waits_for_its_timeout_when_idle(sel):
     t0 = time.monotonic()
     r = sel.poll(50)
     assert time.monotonic() - t0 >= 0.045
-    assert r == ([], [], [], [], False, [])
+    assert r == ([], [], [], [], False)
 
 
 # ---- framing against local servers --------------------------------------------------
@@ -453,7 +454,7 @@ def test_bad_frame_size_disconnects(server, size):
         # The frame of exactly max_frame_size is fine and still delivered.
         assert seen.frames(1) == [b"y" * 1024]
         assert seen.disconnected == [
-            (1, f"invalid frame size {size} (must be 0..1024); the stream is lost")]
+            (1, K.FRAME_SIZE, f"invalid frame size {size} (must be 0..1024); the stream is lost")]
         assert sel.state(1) == "disconnected" and len(sel) == 0
 
 
@@ -466,7 +467,7 @@ def test_peer_closing_mid_frame_disconnects(server, sel):
     seen = poll_until(sel, lambda s: s.disconnected)
     assert seen.frames(0) == [b"whole"]
     assert seen.disconnected == [
-        (0, "connection closed by peer mid-frame (14 bytes of an incomplete frame received)")]
+        (0, K.PEER_CLOSED_MID_FRAME, "connection closed by peer mid-frame (14 bytes of an incomplete frame received)")]
 
 
 def test_peer_closing_at_a_frame_boundary(server, sel):
@@ -474,7 +475,7 @@ def test_peer_closing_at_a_frame_boundary(server, sel):
     sel.connect(0, "127.0.0.1", srv.port)
     seen = poll_until(sel, lambda s: s.disconnected)
     assert seen.frames(0) == [b"last words"]
-    assert seen.disconnected == [(0, "connection closed by peer")]
+    assert seen.disconnected == [(0, K.PEER_CLOSED, "connection closed by peer")]
 
 
 def test_peer_reset_reports_errno(server, sel):
@@ -485,9 +486,10 @@ def test_peer_reset_reports_errno(server, sel):
     srv = server(handler)
     sel.connect(0, "127.0.0.1", srv.port)
     seen = poll_until(sel, lambda s: s.disconnected)
-    [(cid, reason)] = seen.disconnected
+    [(cid, kind, reason)] = seen.disconnected
     assert cid == 0
-    assert "ECONNRESET" in reason or reason == "connection closed by peer", reason
+    assert (kind == K.IO_ERROR and "ECONNRESET" in reason) or (
+        kind == K.PEER_CLOSED and reason == "connection closed by peer"), (kind, reason)
 
 
 # ---- slow peers and caller-side closes -------------------------------------------
@@ -570,7 +572,7 @@ def test_close_while_connecting_reports_nothing(sel):
         sel.connect(0, "127.0.0.1", holder.getsockname()[1])
         sel.close(0)  # the refusal, if already known, is dropped with the connection
         r = sel.poll(50)
-    assert r == ([], [], [], [], False, [])
+    assert r == ([], [], [], [], False)
 
 
 def test_error_messages_name_the_errno():

@@ -20,6 +20,7 @@ import pytest
 from test_selector import DEADLINE, poll_until
 
 from kproducer import _net
+from kproducer._disconnect import DisconnectKind as K
 from kproducer.errors import ConfigError, NetworkError
 from kproducer.testing.tls import TestPki
 
@@ -146,9 +147,9 @@ def test_server_closing_mid_frame_is_a_disconnect_with_the_partial_count(pki):
         sel.connect(0, "127.0.0.1", server.port, tls=TlsContext(pki.ca_file))
         sel.send_frame(0, b"hello")
         seen = poll_until(sel, lambda s: s.disconnected)
-        assert seen.disconnected == [
-            (0, "connection closed by peer mid-frame (44 bytes of an incomplete frame received)")]
-        assert list(sel.poll(0).tls_failed) == []
+        assert seen.disconnected == [(0, K.PEER_CLOSED_MID_FRAME,
+                                      "connection closed by peer mid-frame (44 bytes of an incomplete frame received)")]
+        assert not seen.disconnected[0].kind.is_tls
     finally:
         sel.close_all()
         server.close()
@@ -164,8 +165,9 @@ def test_certificate_failures_are_tls_disconnects_with_the_reason(pki, case):
         sel.connect(1, "127.0.0.1", server.port, tls=TlsContext(ca), server_hostname=name)
         seen = poll_until(sel, lambda s: s.disconnected or s.connected)
         assert not seen.connected
-        ((cid, reason),) = seen.disconnected
-        assert cid == 1 and reason.startswith("TLS handshake failed: certificate verify failed: ")
+        ((cid, kind, reason),) = seen.disconnected
+        assert cid == 1 and kind == K.TLS_HANDSHAKE
+        assert reason.startswith("TLS handshake failed: certificate verify failed: ")
         if case == "dns-name":
             assert "hostname mismatch (the server's certificate does not name wrong.example)" in reason
         elif case == "ip-address":
@@ -179,7 +181,7 @@ def test_certificate_failures_are_tls_disconnects_with_the_reason(pki, case):
     assert server.handshake_error is not None  # the server saw the client's alert
 
 
-def test_tls_failed_lists_tls_failures_only(pki):
+def test_the_kind_tells_tls_failures_from_network_ones(pki):
     server = TlsServer(pki, lambda conn: None)
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
@@ -189,17 +191,18 @@ def test_tls_failed_lists_tls_failures_only(pki):
     try:
         sel.connect(0, "127.0.0.1", server.port, tls=ctx, server_hostname="nope.example")
         sel.connect(1, "127.0.0.1", dead_port, tls=ctx)
-        reasons, tls_failed = {}, []
+        reasons, kinds = {}, {}
         deadline = time.monotonic() + DEADLINE
         while len(reasons) < 2:
             assert time.monotonic() < deadline, reasons
             r = sel.poll(100)
-            reasons.update(r.disconnected)
-            tls_failed += r.tls_failed
+            for cid, kind, detail in r.disconnected:
+                reasons[cid], kinds[cid] = detail, kind
     finally:
         sel.close_all()
         server.close()
-    assert tls_failed == [0]
+    assert kinds == {0: K.TLS_HANDSHAKE, 1: K.CONNECT_FAILED}
+    assert [cid for cid, kind in kinds.items() if kind.is_tls] == [0]
     assert reasons[0].startswith("TLS handshake failed: certificate verify failed: hostname mismatch")
     assert reasons[1] == "connect failed: Connection refused (ECONNREFUSED)"
 
@@ -247,9 +250,9 @@ def test_mutual_tls_client_certificate(pki, tmp_path):
         # into a reset that can overtake the alert (seen under the sanitizer build).
         sel.connect(0, "127.0.0.1", server.port, tls=TlsContext(pki.ca_file))
         seen = poll_until(sel, lambda s: s.disconnected)
-        reason = seen.disconnected[0][1]
+        _, kind, reason = seen.disconnected[0]
         # TLS 1.3: the client finishes its side first, so the server's alert arrives after.
-        assert reason.startswith("TLS ") and "certificate required" in reason, reason
+        assert kind.is_tls and reason.startswith("TLS ") and "certificate required" in reason, reason
     finally:
         sel.close_all()
         server.close()
@@ -294,12 +297,13 @@ def test_tls_context_errors_name_the_input(pki, tmp_path):
     with pytest.raises(ConfigError) as exc:
         TlsContext(pki.ca_file, pki.client_cert, pki.server_key)  # someone else's key
     assert exc.value.tls_input == "keyfile" and "key values mismatch" in str(exc.value)
+    assert not exc.value.key_password_failed
 
     enc = pki.encrypted_key(pki.client_key, "right-password")
     for password in (None, "wrong-password"):
         with pytest.raises(ConfigError) as exc:
             TlsContext(pki.ca_file, pki.client_cert, enc, password)
-        assert exc.value.tls_input == "keyfile"
+        assert exc.value.tls_input == "keyfile" and exc.value.key_password_failed
         assert "wrong-password" not in str(exc.value) and "right-password" not in str(exc.value)
     ctx = TlsContext(pki.ca_file, pki.client_cert, enc, "right-password")
     assert "right-password" not in repr(ctx)

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import textwrap
 
+import time
+
 import pytest
 
 from kproducer import Producer
@@ -145,16 +147,29 @@ def _request_body(frame: bytes, cls):
     return cls.SCHEMA.decode_body(r, version, strict=True)
 
 
+def _idle(p, timeout=10.0):
+    """Waits until the producer's Sender wants no step and has nothing in flight: the next
+    sends then meet no step between them (a send() runs a step that is wanted, as Java's
+    Sender thread may run between two sends; the batching asserted below needs none)."""
+    deadline = time.monotonic() + timeout
+    while p._sender.turn.pending or p._sender._in_flight_batches() or p._sender.coordinator.pending():
+        assert time.monotonic() < deadline, "the producer did not go idle"
+        time.sleep(0.002)
+
+
 def test_partitions_are_added_before_their_first_batch_is_sent(proxied_broker):
     broker, proxy = proxied_broker
     broker.create_topic("t", 4)
     proxy.record_requests(keep_frames={v.PRODUCE, v.ADD_PARTITIONS_TO_TXN})
     p = txn_producer(proxy.bootstrap, "wire-1")
     try:
+        p.partitions_for("t")        # metadata first: a send that waits for it meets a step
         p.begin_transaction()
+        _idle(p)
         for part in (0, 1):
             p.send("t", b"a", partition=part)
         p.flush(timeout=20)
+        _idle(p)
         for part in (1, 2, 3):       # 1 is in the transaction already, 2 and 3 are new
             p.send("t", b"b", partition=part)
         p.commit_transaction(timeout=20)

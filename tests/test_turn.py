@@ -12,6 +12,7 @@ import pytest
 from kproducer._accumulator import SenderTurn
 
 now_ms = SenderTurn.now_ms
+now_us = SenderTurn.now_us
 
 
 @pytest.fixture
@@ -22,11 +23,37 @@ def pipe():
     os.close(w)
 
 
-def test_now_ms_is_time_monotonic():
+def test_the_clocks_are_time_monotonic_and_the_wall_clock_converts():
     a = int(time.monotonic() * 1000)
     b = now_ms()
     c = int(time.monotonic() * 1000)
     assert a <= b <= c + 1
+    a = int(time.monotonic() * 1e6)
+    b = now_us()
+    c = int(time.monotonic() * 1e6)
+    assert a - 1 <= b <= c + 1
+    # The instant the wall clock reaches a ms boundary, on the monotonic clock.
+    wall_ms = int(time.time() * 1000) + 50
+    mono = SenderTurn.wall_to_mono_us(wall_ms)
+    expect = time.monotonic() * 1e6 + (wall_ms * 1000 - time.time() * 1e6)
+    assert abs(mono - expect) < 2000
+
+
+def test_a_deadline_on_a_wall_clock_ms_boundary_is_kept_to_the_microsecond(pipe):
+    """The accumulator's linger deadlines are wall ms (batches' created_ms): the watcher
+    wakes when that ms begins (ppoll, microseconds), never before it."""
+    t = SenderTurn(pipe[0])
+    try:
+        late = []
+        for _ in range(20):
+            wall_ms = int(time.time() * 1000) + 3
+            t.begin()
+            t.done(SenderTurn.wall_to_mono_us(wall_ms))
+            assert t.wait(5000)
+            late.append(time.time() * 1000 - wall_ms)
+        assert min(late) >= -0.05            # never early: the linger check then passes
+    finally:
+        t.close()
 
 
 def test_a_readable_descriptor_raises_pending_until_a_step_is_done(pipe):
@@ -51,10 +78,10 @@ def test_a_readable_descriptor_raises_pending_until_a_step_is_done(pipe):
 def test_the_deadline_of_a_step_raises_pending_when_it_passes(pipe):
     t = SenderTurn(pipe[0])
     try:
-        due = now_ms() + 40
+        due = now_us() + 40_000
         t.done(due)
         assert t.wait(5000)
-        assert now_ms() >= due
+        assert now_us() >= due
     finally:
         t.close()
 
@@ -62,16 +89,16 @@ def test_the_deadline_of_a_step_raises_pending_when_it_passes(pipe):
 def test_an_earlier_deadline_between_steps_rearms_a_sleeping_watcher(pipe):
     t = SenderTurn(pipe[0])
     try:
-        t.done(now_ms() + 60_000)
+        t.done(now_us() + 60_000_000)
         assert not t.wait(20)             # the watcher sleeps towards the 60 s deadline
-        due = now_ms() + 30
+        due = now_us() + 30_000
         t.due_by(due)                     # a batch sendable in 30 ms
         assert t.wait(5000)
-        assert due <= now_ms() < due + 30_000
+        assert due <= now_us() < due + 30_000_000
         # A step (which sees that batch), then a later deadline than its own: nothing.
         t.begin()
-        t.done(now_ms() + 60_000)
-        t.due_by(now_ms() + 120_000)
+        t.done(now_us() + 60_000_000)
+        t.due_by(now_us() + 120_000_000)
         assert not t.wait(50)
     finally:
         t.close()
@@ -80,13 +107,13 @@ def test_an_earlier_deadline_between_steps_rearms_a_sleeping_watcher(pipe):
 def test_a_step_that_begins_sees_the_deadlines_named_before_it(pipe):
     t = SenderTurn(pipe[0])
     try:
-        t.due_by(now_ms() + 30)
+        t.due_by(now_us() + 30_000)
         t.begin()                         # the step sees that batch: its own deadline counts
-        t.done(now_ms() + 60_000)
+        t.done(now_us() + 60_000_000)
         assert not t.wait(200)
         t.begin()
-        t.due_by(now_ms() + 30)           # named during the step: survives its done()
-        t.done(now_ms() + 60_000)
+        t.due_by(now_us() + 30_000)       # named during the step: survives its done()
+        t.done(now_us() + 60_000_000)
         assert t.wait(5000)
     finally:
         t.close()

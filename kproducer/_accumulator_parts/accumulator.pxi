@@ -185,7 +185,7 @@ cdef class RecordAccumulator:
                     fixed_p = _partition_in_range(want_p, n, topic)
                 p = self._place(st, fixed_p, ts, kptr, klen, vptr, vlen, nh, now, &due)
                 if p < 0:
-                    self._notify(due)
+                    self._notify(due, now)
                     return NEED_MEMORY
                 b = st.open_batches[p]
                 fut = make_future(b.result, b.w.count - 1, ts)
@@ -199,7 +199,7 @@ cdef class RecordAccumulator:
         finally:
             self._release()
         if due != NO_DUE:
-            self._notify(due)
+            self._notify(due, now)
         return fut
 
     def check_fields(self, key, value, headers):
@@ -296,12 +296,13 @@ cdef class RecordAccumulator:
                 sp.partition = -1
         return p
 
-    cdef int _notify(self, int64_t due) except -1:
-        """A batch is sendable ``due`` ms from now: the watcher steps by then."""
+    cdef int _notify(self, int64_t due, int64_t now) except -1:
+        """A batch is sendable ``due`` ms after ``now`` (wall ms, its created_ms's clock):
+        the watcher steps by then."""
         if due == NO_DUE:
             return 0
         if self.turn is not None:
-            self.turn.due_in(due)
+            self.turn.due_at_wall(now + due)
         elif self._wakeup is not None:
             self._wakeup()
         return 0
@@ -499,7 +500,7 @@ cdef class RecordAccumulator:
                             run_batch[p] = NULL
                     self._release()
                 if due != NO_DUE:
-                    self._notify(due)
+                    self._notify(due, now)
                     due = NO_DUE
                 if need:
                     # Wait for a quarter of the pool, not just one batch: resuming at the first

@@ -32,6 +32,11 @@ cdef class SenderTurn:
     cdef inline bint wanted(self) noexcept:
         return self.t != NULL and kp_turn_pending(self.t) != 0
 
+    cdef inline void touch(self) noexcept:
+        # An application thread sent: it holds the GIL and will look at ``pending`` again.
+        if self.t != NULL:
+            kp_turn_touch(self.t)
+
     @property
     def pending(self):
         return self.wanted()
@@ -51,20 +56,21 @@ cdef class SenderTurn:
         if self.t != NULL:
             kp_turn_begin(self.t)
 
-    def done(self, int64_t due_ms):
-        """A step ran its poll; the next is due at ``due_ms`` (``now_ms()``'s clock, -1:
+    def done(self, int64_t due_us):
+        """A step ran its poll; the next is due at ``due_us`` (``now_us()``'s clock, -1:
         none). The watcher watches again."""
         if self.t != NULL:
-            kp_turn_done(self.t, due_ms)
+            kp_turn_done(self.t, due_us)
 
-    cdef inline void due_in(self, int64_t delay_ms) noexcept:
+    cdef inline void due_at_wall(self, int64_t wall_ms) noexcept:
+        # A batch sendable when the wall clock (its created_ms's) reaches wall_ms.
         if self.t != NULL:
-            kp_turn_due_by(self.t, kp_turn_now_ms() + (delay_ms if delay_ms > 0 else 0))
+            kp_turn_due_by(self.t, kp_turn_wall_to_mono_us(wall_ms))
 
-    def due_by(self, int64_t due_ms):
-        """A step is due at ``due_ms`` at the latest (between steps: a batch's deadline)."""
+    def due_by(self, int64_t due_us):
+        """A step is due at ``due_us`` at the latest (between steps: a batch's deadline)."""
         if self.t != NULL:
-            kp_turn_due_by(self.t, due_ms)
+            kp_turn_due_by(self.t, due_us)
 
     def wait(self, int timeout_ms=-1):
         """Waits without the GIL up to ``timeout_ms`` (-1: no limit) for a step to be wanted;
@@ -74,6 +80,16 @@ cdef class SenderTurn:
             return False
         with nogil:
             r = kp_turn_wait(self.t, timeout_ms)
+        return r != 0
+
+    def wait_io(self, int grace_ms):
+        """The I/O thread's wait (see kp_turn_wait_io): without the GIL until a step is
+        wanted that no application thread ran within ``grace_ms``; False once closed."""
+        cdef int r
+        if self.t == NULL:
+            return False
+        with nogil:
+            r = kp_turn_wait_io(self.t, grace_ms)
         return r != 0
 
     def wait_clear(self, int timeout_ms=-1):
@@ -90,3 +106,13 @@ cdef class SenderTurn:
     def now_ms():
         """CLOCK_MONOTONIC in ms: time.monotonic()'s clock on Linux."""
         return kp_turn_now_ms()
+
+    @staticmethod
+    def now_us():
+        """CLOCK_MONOTONIC in µs: the clock of the deadlines."""
+        return kp_turn_now_us()
+
+    @staticmethod
+    def wall_to_mono_us(int64_t wall_ms):
+        """The ``now_us()`` instant at which the wall clock reaches ``wall_ms``."""
+        return kp_turn_wall_to_mono_us(wall_ms)

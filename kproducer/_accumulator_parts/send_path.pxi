@@ -55,8 +55,10 @@ cdef class SendPath:
         fut = self.acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
         if fut is NEED_METADATA or fut is NEED_MEMORY:
             return self.slow(topic, value, key, partition, timestamp_ms, headers, on_delivery, fut)
-        if self.turn is not None and self.turn.wanted():
-            self.step()
+        if self.turn is not None:
+            self.turn.touch()
+            if self.turn.wanted():
+                self.step()
         return fut
 
     def try_send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
@@ -68,6 +70,10 @@ cdef class SendPath:
         if self.needs_python or self.generation != _fork_generation or type(topic) is not str:
             return None
         fut = self.acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
+        if self.turn is not None:
+            self.turn.touch()
+            if self.turn.wanted():
+                self.step()     # the loop's thread settles what is due (its own futures too)
         if fut is NEED_METADATA or fut is NEED_MEMORY:
             return None
         return fut

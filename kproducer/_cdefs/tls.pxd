@@ -9,6 +9,7 @@ cdef extern from "kp_tls.h" nogil:
         KP_TLS_INPUT_CA
         KP_TLS_INPUT_CERT
         KP_TLS_INPUT_KEY
+        KP_TLS_INPUT_KEY_PASSWORD
 
     ctypedef struct kp_tls_config:
         const char *ca_file
