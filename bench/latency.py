@@ -86,6 +86,20 @@ def _interval_ns(rate: int) -> int:
     return 1_000_000_000 // rate if rate > 0 else 0
 
 
+class _Latencies:
+    """One slot per record: ns from send to callback, -1 failed, 0 never called back."""
+
+    def __init__(self, n: int):
+        self.ns = [0] * n
+
+    def callback(self, i: int, t0: int):
+        ns, clock = self.ns, time.perf_counter_ns
+
+        def cb(err, _meta):
+            ns[i] = clock() - t0 if err is None else -1
+        return cb
+
+
 def run_kproducer(spec: dict, values: list, keys: list) -> tuple[list[int], float, dict]:
     from kproducer import Producer
 
@@ -94,14 +108,9 @@ def run_kproducer(spec: dict, values: list, keys: list) -> tuple[list[int], floa
     topic = spec["topic"]
     p.send(topic, WARMUP_VALUE).result(timeout=60)
     n, interval = len(values), _interval_ns(spec["rate"])
-    lat = [0] * n
+    lat = _Latencies(n)
+    make_cb = lat.callback
     clock = time.perf_counter_ns
-
-    def make_cb(i: int, t0: int):
-        def cb(err, md):
-            lat[i] = clock() - t0 if err is None else -1
-        return cb
-
     loop = spec["loop"]
     nk = len(keys)
     start = clock()
@@ -113,7 +122,7 @@ def run_kproducer(spec: dict, values: list, keys: list) -> tuple[list[int], floa
     p.flush()
     elapsed = (clock() - start) / 1e9
     p.close()
-    return lat, elapsed, settings
+    return lat.ns, elapsed, settings
 
 
 def run_confluent(spec: dict, values: list, keys: list) -> tuple[list[int], float, dict]:
@@ -125,14 +134,9 @@ def run_confluent(spec: dict, values: list, keys: list) -> tuple[list[int], floa
     p.produce(topic, WARMUP_VALUE)
     p.flush(60)
     n, interval = len(values), _interval_ns(spec["rate"])
-    lat = [0] * n
+    lat = _Latencies(n)
+    make_cb = lat.callback
     clock = time.perf_counter_ns
-
-    def make_cb(i: int, t0: int):
-        def cb(err, msg):
-            lat[i] = clock() - t0 if err is None else -1
-        return cb
-
     loop = spec["loop"]
     nk = len(keys)
     start = clock()
@@ -149,7 +153,7 @@ def run_confluent(spec: dict, values: list, keys: list) -> tuple[list[int], floa
         p.poll(0)
     p.flush(120)
     elapsed = (clock() - start) / 1e9
-    return lat, elapsed, {k: v for k, v in settings.items() if k != "bootstrap.servers"}
+    return lat.ns, elapsed, {k: v for k, v in settings.items() if k != "bootstrap.servers"}
 
 
 RUNNERS = {KPRODUCER: run_kproducer, CONFLUENT: run_confluent}

@@ -214,7 +214,32 @@ def producer_run(cluster: Cluster, scenario, client: str, records: int, args, re
     return row
 
 
-# ---- the latency scenario -----------------------------------------------------------------
+# ---- the latency and asyncio scenarios --------------------------------------------------
+
+def _client_run(cluster: Cluster, module: str, spec: dict, row: dict, n: int, timeout: float) -> None:
+    """Runs ``python -m module SPEC`` (one JSON line out), reads ``spec["topic"]`` back and
+    fills ``row``: its figures, ``verify``, ``ok`` and ``error``."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", module, json.dumps(spec)], cwd=ROOT,
+                              capture_output=True, text=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        row["error"] = f"client process timed out after {exc.timeout:.0f} s"
+        return
+    if proc.returncode != 0:
+        row["error"] = f"client process exited {proc.returncode}: {proc.stderr.strip()[-1500:]}"
+        return
+    row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+    check = check_topic(cluster.bootstrap, spec["topic"], n)
+    row["verify"] = check
+    problems = []
+    if row["failed"] or row["missing"]:
+        first = f" ({row['first_error']})" if row.get("first_error") else ""
+        problems.append(f"{row['failed']} records failed{first}, {row['missing']} never acknowledged")
+    if not check["ok"]:
+        problems.append(f"read-back: {check['error']}")
+    row["error"] = "; ".join(problems) or None
+    row["ok"] = not problems
+
 
 def latency_runs(cluster: Cluster, names: list[str], seconds: float, progress) -> list[dict]:
     """Each (rate, loop) of :data:`bench.latency.PLAN` for every client, the clients'
@@ -231,27 +256,7 @@ def latency_runs(cluster: Cluster, names: list[str], seconds: float, progress) -
                     "rate": rate, "loop": loop, "seconds": seconds}
             row = {"scenario": scenarios.LATENCY, "client": client, "rate": rate, "loop": loop,
                    "records": n, "topic": topic, "ok": False, "error": None}
-            try:
-                proc = subprocess.run([sys.executable, "-m", "bench.latency", json.dumps(spec)],
-                                      cwd=ROOT, capture_output=True, text=True, check=False,
-                                      timeout=120 + 4 * seconds)
-            except subprocess.TimeoutExpired as exc:
-                proc = None
-                row["error"] = f"client process timed out after {exc.timeout:.0f} s"
-            if proc is not None and proc.returncode != 0:
-                row["error"] = f"client process exited {proc.returncode}: {proc.stderr.strip()[-1500:]}"
-            elif proc is not None:
-                row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
-                check = check_topic(cluster.bootstrap, topic, n)
-                row["verify"] = check
-                problems = []
-                if row["failed"] or row["missing"]:
-                    problems.append(f"{row['failed']} records failed, {row['missing']} never "
-                                    f"acknowledged")
-                if not check["ok"]:
-                    problems.append(f"read-back: {check['error']}")
-                row["error"] = "; ".join(problems) or None
-                row["ok"] = not problems
+            _client_run(cluster, "bench.latency", spec, row, n, timeout=120 + 4 * seconds)
             cluster.drop_topic(topic)
             rows.append(row)
             progress.step()
@@ -294,27 +299,7 @@ def asyncio_runs(cluster: Cluster, names: list[str], sizes, repeat: int, progres
             row["topic"] = topic
             spec = {"client": client, "bootstrap": cluster.bootstrap, "topic": topic,
                     "records": n, "tasks": aio.TASKS, "window": aio.WINDOW}
-            try:
-                proc = subprocess.run([sys.executable, "-m", "bench.aio", json.dumps(spec)],
-                                      cwd=ROOT, capture_output=True, text=True, check=False,
-                                      timeout=120 + n / 2000)
-            except subprocess.TimeoutExpired as exc:
-                proc = None
-                row["error"] = f"client process timed out after {exc.timeout:.0f} s"
-            if proc is not None and proc.returncode != 0:
-                row["error"] = f"client process exited {proc.returncode}: {proc.stderr.strip()[-1500:]}"
-            elif proc is not None:
-                row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
-                check = check_topic(cluster.bootstrap, topic, n)
-                row["verify"] = check
-                problems = []
-                if row["failed"] or row["missing"]:
-                    problems.append(f"{row['failed']} records failed ({row['first_error']}), "
-                                    f"{row['missing']} never acknowledged")
-                if not check["ok"]:
-                    problems.append(f"read-back: {check['error']}")
-                row["error"] = "; ".join(problems) or None
-                row["ok"] = not problems
+            _client_run(cluster, "bench.aio", spec, row, n, timeout=120 + n / 2000)
             cluster.drop_topic(topic)
             rows.append(row)
             progress.step()
