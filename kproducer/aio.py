@@ -27,7 +27,10 @@ RecordFuture and ``send_many()``'s SendManyResult) are awaitable from any runnin
   wake-up serves every record settled until the loop runs. Several loops in several threads
   each get their own completions.
 - Cancelling a task that awaits a record's future does not unsend the record: it is already
-  queued and ends acknowledged or failed like any other (its callbacks still run).
+  queued and ends acknowledged or failed like any other (its callbacks still run). Cancelling
+  ``await p.send(...)`` while that send waits (for metadata or memory, in the executor) does
+  not stop the blocking send either: the record is queued once it can be, and ends
+  acknowledged or failed once; only the caller no longer gets its future.
 """
 
 from __future__ import annotations
