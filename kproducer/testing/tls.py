@@ -43,7 +43,12 @@ _DAYS = "2"
 
 
 def _openssl(*args: str, cwd: Path) -> None:
-    proc = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    exe = shutil.which("openssl")
+    if exe is None:
+        raise RuntimeError("kproducer.testing.tls makes its certificates with the openssl command, "
+                           "which is not on PATH: install it (Debian/Ubuntu: apt-get install "
+                           "openssl; RHEL: dnf install openssl)")
+    proc = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
         raise RuntimeError(f"openssl {' '.join(args)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
 
