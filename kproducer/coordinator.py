@@ -48,6 +48,10 @@ class TxnResult:
         self.operation = operation
         self.value = None
         self.error: BaseException | None = None
+        # Whether a wait() has delivered the outcome to a caller: an operation whose call
+        # timed out and that finished in the background is handed to the retried call
+        # (Java's TransactionalRequestResult.isAcked).
+        self.acked = False
         self._event = threading.Event()
 
     @property
@@ -70,6 +74,7 @@ class TxnResult:
             raise TransactionTimeoutError(
                 f"{self.operation} did not finish within {timeout_s:g} s; it goes on in the "
                 f"background: call it again to wait for it")
+        self.acked = True
         if self.error is not None:
             raise self.error
         return self.value

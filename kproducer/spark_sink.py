@@ -18,9 +18,18 @@ transaction of the job (or micro-batch) and ``abort`` aborts them, so a task att
 failed or was superseded never becomes visible to read_committed consumers. Transactional
 ids are ``<prefix>-p<partition>-a<attempt>`` (``-b<batch>-`` for streams); a later attempt
 of a partition first fences the earlier ones, which aborts whatever a killed attempt left
-open. Streams record each decided micro-batch in a ledger topic first
-(:mod:`kproducer.spark_ledger`), so a replay after a commit writes nothing. See README.md for
-what this covers and what it cannot.
+open. When a job (or micro-batch) is aborted, the driver also fences attempts
+``0 .. taskMaxFailures - 1`` of every partition whose task left no commit message (a
+killed attempt reports nothing). Option ``taskMaxFailures`` (default 4, Spark's default
+``spark.task.maxFailures``) must be at least the job's real setting: set it when
+``spark.task.maxFailures`` (or ``F`` of a ``local[N,F]`` master) is higher. The sink cannot
+read that setting itself: PySpark runs ``DataSource.writer()`` and the writer's
+``commit``/``abort`` in Python worker processes that have no SparkContext or active
+SparkSession, and Python data sources get no session configs as options.
+
+Streams record each decided micro-batch in a ledger topic first
+(:mod:`kproducer.spark_ledger`; option ``ledgerTopic``, default ``<prefix>-ledger``), so a
+replay after a commit writes nothing. See README.md for what this covers and what it cannot.
 
 PySpark finds this source by itself when kproducer is installed (the top-level module
 ``pyspark_kproducer``); ``kproducer.spark.register(spark)`` registers it explicitly.
@@ -46,14 +55,22 @@ NAME = "kproducer"
 
 # Options Spark itself may pass along (lower case: Spark hands options case-insensitively).
 _SPARK = {"checkpointlocation", "path", "queryname"}
-# Spark's Kafka sink refuses these, with this reason (KafkaSourceProvider).
+# Spark's Kafka sink refuses these, with this reason (KafkaSourceProvider), and what to
+# write instead.
 _REFUSED = {
-    "key.serializer": "keys are serialized with ByteArraySerializer",
-    "value.serializer": "values are serialized with ByteArraySerializer",
-    "partitioner": "the partition comes from the 'partition' column or the key's murmur2 hash",
+    "key.serializer": "keys are serialized with ByteArraySerializer: cast the 'key' column to "
+                      "string or binary in Spark instead "
+                      "(e.g. selectExpr(\"CAST(key AS STRING) AS key\", ...))",
+    "value.serializer": "values are serialized with ByteArraySerializer: cast the 'value' column "
+                        "to string or binary in Spark instead "
+                        "(e.g. selectExpr(\"to_json(struct(*)) AS value\"))",
+    "partitioner": "the partition comes from the 'partition' column or the key's murmur2 hash: "
+                   "add an int 'partition' column instead",
     "transactional.id": "with exactlyOnce the sink derives one transactional id per task "
-                        "(set transactionalIdPrefix instead)",
+                        "(set the transactionalIdPrefix option instead)",
 }
+_OPTIONS = ("topic", "exactlyOnce", "transactionalIdPrefix", "ledgerTopic", "taskMaxFailures")
+DEFAULT_TASK_MAX_FAILURES = 4       # spark.task.maxFailures' default
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +82,7 @@ class SinkSettings:
     prefix: str | None
     ledger: str | None = None                   # exactly-once streams: the decisions topic
     decided: frozenset = frozenset()            # micro-batches already committed (replays skip)
+    task_max_failures: int = DEFAULT_TASK_MAX_FAILURES   # attempts fenced on abort
 
 
 def sink_settings(options, schema, overwrite: bool, *, streaming: bool) -> SinkSettings:
@@ -74,6 +92,7 @@ def sink_settings(options, schema, overwrite: bool, *, streaming: bool) -> SinkS
         raise ValueError(f"the {NAME} data source appends to Kafka topics: write {mode} "
                          f"(overwrite cannot delete what a topic holds)")
     producer_settings, topic, exactly_once, prefix, ledger = {}, None, False, None, None
+    max_failures = DEFAULT_TASK_MAX_FAILURES
     for key, value in options.items():
         k = key.lower()
         if k.startswith("kafka."):
@@ -91,10 +110,18 @@ def sink_settings(options, schema, overwrite: bool, *, streaming: bool) -> SinkS
             prefix = value
         elif k == "ledgertopic":
             ledger = value
+        elif k == "taskmaxfailures":
+            try:
+                max_failures = int(value)
+            except ValueError:
+                max_failures = 0
+            if max_failures < 1:
+                raise ValueError(f"option taskMaxFailures must be a whole number >= 1 (the job's "
+                                 f"spark.task.maxFailures), not {value!r}")
         elif k not in _SPARK:
             raise ValueError(f"unknown option {key!r} for the {NAME} data source: producer settings "
                              f"are given as 'kafka.<setting>' (e.g. kafka.linger.ms); the others "
-                             f"are {', '.join(sorted(('topic', 'exactlyOnce', 'transactionalIdPrefix', 'ledgerTopic')))}")
+                             f"are {', '.join(sorted(_OPTIONS))}")
     if "bootstrap.servers" not in producer_settings:
         raise ValueError(f"option 'kafka.bootstrap.servers' is required by the {NAME} data source")
     if topic is not None:
@@ -102,6 +129,14 @@ def sink_settings(options, schema, overwrite: bool, *, streaming: bool) -> SinkS
     for name, value in BULK_DEFAULTS.items():
         producer_settings.setdefault(name, value)
     user_config = ProducerConfig(producer_settings).user_config      # names and values checked
+    if exactly_once:
+        # What the tasks' transactional producers will be (idempotence, acks=all...): refused
+        # here rather than in every task attempt.
+        try:
+            ProducerConfig({**producer_settings, "transactional.id": f"{NAME}-check"})
+        except ValueError as exc:
+            raise ValueError(f"exactlyOnce: {exc}; each task writes with a transactional "
+                             f"producer, so leave these settings at their defaults") from None
     columns = tuple(input_columns(schema, topic, f"the {NAME} data source"))
     if exactly_once and prefix is None:
         if streaming:
@@ -116,7 +151,8 @@ def sink_settings(options, schema, overwrite: bool, *, streaming: bool) -> SinkS
     if exactly_once and streaming:
         ledger = ledger or f"{prefix}-ledger"
         _check_topic(ledger)
-    return SinkSettings(user_config, topic, columns, exactly_once, prefix, ledger)
+    return SinkSettings(user_config, topic, columns, exactly_once, prefix, ledger,
+                        task_max_failures=max_failures)
 
 
 @dataclasses.dataclass
@@ -224,7 +260,7 @@ def _complete(settings: SinkSettings, messages, commit: bool, batch=None) -> Non
     if not commit:
         for i, m in enumerate(messages):
             if m is None:
-                for attempt in range(4):        # spark.task.maxFailures' default
+                for attempt in range(settings.task_max_failures):
                     with Producer(settings.user_config,
                                   transactional_id=_txn_id(settings, i, attempt, batch)) as old:
                         old.init_transactions()

@@ -186,9 +186,16 @@ class TransactionManager:
             f"{self.state.value}; records are sent between begin_transaction() and "
             f"commit_transaction()/abort_transaction()")
 
+    def _unclaimed(self, res: TxnResult | None, states) -> bool:
+        """Whether ``res`` is an operation that a call gave up waiting for (it timed out)
+        and that finished in the background since: the retried call gets its outcome."""
+        return res is not None and not res.acked and self.state in states
+
     def init(self) -> TxnResult:
         if self.state is S.INITIALIZING and self._init_result is not None:
             return self._init_result        # a retry after a timeout waits for the same one
+        if self._unclaimed(self._init_result, (S.READY,)):
+            return self._init_result
         if self.state is not S.UNINITIALIZED:
             self._raise_if_failed("init_transactions")
             raise InvalidTxnStateError(
@@ -215,6 +222,8 @@ class TransactionManager:
     def begin_commit(self) -> TxnResult:
         if self.state is S.COMMITTING and self._end_result is not None:
             return self._end_result
+        if self._committing and self._unclaimed(self._end_result, (S.READY,)):
+            return self._end_result         # committed after the call that asked timed out
         if self.state not in (S.IN_TRANSACTION, S.PREPARED):
             self._raise_if_failed("commit_transaction")
             raise InvalidTxnStateError(
@@ -226,6 +235,8 @@ class TransactionManager:
     def begin_abort(self) -> TxnResult:
         if self.state is S.ABORTING and self._end_result is not None:
             return self._end_result
+        if not self._committing and self._unclaimed(self._end_result, (S.READY, S.INITIALIZING)):
+            return self._end_result         # aborted (and re-initialized) in the background
         if self.state is S.FATAL_ERROR:
             raise self.last_error
         if self.state not in (S.IN_TRANSACTION, S.ABORTABLE_ERROR, S.PREPARED):
@@ -324,6 +335,7 @@ class TransactionManager:
             self._transition(S.INITIALIZING)
             res = self._end_result
             self._init_result = TxnResult("abort_transaction (new epoch)")
+            self._init_result.acked = True      # the abort's caller waits on its own result
             self.requests.enqueue(_InitProducerId(self, self._init_result, then=res))
             return
         self._transition(S.READY)

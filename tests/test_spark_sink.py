@@ -5,6 +5,7 @@ the log: Tansu sends no AbortedTransactions list)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -113,7 +114,24 @@ def test_wrong_options_schema_and_mode_fail_before_any_task(spark, broker):
         (lambda: writer(df, broker.bootstrap, topic="t").mode("overwrite").save(), 'mode\\("append"\\)'),
         (lambda: writer(df, broker.bootstrap, topic="t", **{"kafka.key.serializer": "x"}).save(),
          "Kafka option 'key.serializer' is not supported as keys are serialized with ByteArraySerializer"),
-        (lambda: writer(df, broker.bootstrap, topics="t").save(), "unknown option 'topics'"),
+        # Spark's refusals, each saying what to write instead.
+        (lambda: writer(df, broker.bootstrap, topic="t", **{"kafka.value.serializer": "x"}).save(),
+         "Kafka option 'value.serializer' is not supported as values are serialized with "
+         "ByteArraySerializer: cast the 'value' column to string or binary in Spark instead"),
+        (lambda: writer(df, broker.bootstrap, topic="t", **{"kafka.key.serializer": "x"}).save(),
+         "cast the 'key' column to string or binary in Spark instead"),
+        (lambda: writer(df, broker.bootstrap, topic="t", **{"kafka.partitioner": "x"}).save(),
+         "Kafka option 'partitioner' is not supported .* add an int 'partition' column instead"),
+        (lambda: writer(df, broker.bootstrap, topic="t", exactlyOnce="true",
+                        **{"kafka.transactional.id": "x"}).save(),
+         "Kafka option 'transactional.id' is not supported .*set the transactionalIdPrefix option instead"),
+        # What the tasks' transactional producers would refuse, refused on the driver.
+        (lambda: writer(df, broker.bootstrap, topic="t", exactlyOnce="true",
+                        **{"kafka.enable.idempotence": "false"}).save(),
+         "exactlyOnce: transactional.id needs idempotence.*leave these settings at their defaults"),
+        (lambda: writer(df, broker.bootstrap, topic="t", exactlyOnce="true", taskMaxFailures="many").save(),
+         "taskMaxFailures must be a whole number"),
+        (lambda: writer(df, broker.bootstrap, topics="t").save(), "unknown option 'topics'.*taskMaxFailures"),
         (lambda: writer(df, broker.bootstrap, topic="t", **{"kafka.linger.ms": "-1"}).save(), "linger.ms"),
         (lambda: writer(df, broker.bootstrap, topic="t", **{"kafka.lingr.ms": "5"}).save(), "linger.ms"),
         (lambda: writer(df, broker.bootstrap).save(), "'topic' column"),
@@ -350,3 +368,184 @@ def test_format_kproducer_is_found_without_register(tmp_path, broker):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(m.value for m in read_back(broker.bootstrap, "found", timeout=60)[0]) == \
         sorted(str(i).encode() for i in range(10))
+
+
+# -- options, failures, triggers ---------------------------------------------------------------
+
+def test_abort_fences_every_attempt_task_max_failures_allows(broker):
+    """The driver's abort fences attempts 0 .. taskMaxFailures-1 of each partition whose task
+    left no message: an attempt killed after it sent rows (here attempt 5 of partition 1,
+    possible with spark.task.maxFailures=6) leaves an open transaction only a fence ends.
+    The driver side is called directly: PySpark runs abort() in a Python worker with no
+    SparkContext, so the setting comes from the taskMaxFailures option."""
+    from pyspark.sql import types as T
+
+    from kproducer import Producer
+    from kproducer.spark_sink import SinkCommitMessage, _complete, _txn_id, sink_settings
+
+    broker.create_topic("fence", 2)
+    schema = T.StructType([T.StructField("value", T.BinaryType())])
+    opts = {"kafka.bootstrap.servers": broker.bootstrap, "topic": "fence", "exactlyOnce": "true",
+            "transactionalIdPrefix": "job-7"}
+    default = sink_settings(opts, schema, False, streaming=False)
+    six = sink_settings({**opts, "taskMaxFailures": "6"}, schema, False, streaming=False)
+    assert (default.task_max_failures, six.task_max_failures) == (4, 6)
+
+    def open_txn(settings, partition, attempt, prepare):
+        p = Producer(settings.user_config, transactional_id=_txn_id(settings, partition, attempt, None))
+        p.init_transactions(timeout=20)
+        p.begin_transaction()
+        for i in range(10):
+            p.send("fence", b"p%d-a%d-%d" % (partition, attempt, i), partition=partition)
+        p.flush(timeout=20)
+        prepared = p.prepare_transaction(timeout=20) if prepare else None
+        p.close(0)                        # a killed worker: nothing ends the transaction
+        return prepared
+
+    prepared0 = open_txn(default, 0, 0, prepare=True)
+    open_txn(default, 1, 5, prepare=False)
+    _complete(default, [SinkCommitMessage(0, 0, 10, prepared0), None], commit=False)
+    view = committed_view(broker.bootstrap, "fence")
+    assert [r.value for r in view.aborted[0]] == [b"p0-a0-%d" % i for i in range(10)]
+    assert len(view.open[1]) == 10, "attempt 5 is beyond the default's reach: still open"
+    _complete(six, [None, None], commit=False)
+    view = committed_view(broker.bootstrap, "fence")
+    assert not any(view.open.values()) and view.values() == []
+    assert [r.value for r in view.aborted[1]] == [b"p1-a5-%d" % i for i in range(10)]
+    with pytest.raises(ValueError, match="taskMaxFailures must be a whole number >= 1"):
+        sink_settings({**opts, "taskMaxFailures": "0"}, schema, False, streaming=False)
+
+
+def _wait_for(cond, timeout, what):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.2)
+
+
+def _init_and_end_txn_ids(proxy):
+    """The transactional ids of every InitProducerId and EndTxn request on the wire."""
+    from kproducer.protocol import messages as m
+    from kproducer.protocol import versions as v
+    from kproducer.protocol.primitives import Reader
+
+    out = {"init": set(), "end": set()}
+    for direction, _conn, api, _cid, frame in proxy.requests_log():
+        if direction != "request" or api not in (v.INIT_PRODUCER_ID, v.END_TXN):
+            continue
+        cls = m.InitProducerIdRequest if api == v.INIT_PRODUCER_ID else m.EndTxnRequest
+        r = Reader(frame, 4)
+        _api, version, _ = r.int16("api_key"), r.int16("api_version"), r.int32("correlation_id")
+        r.nullable_string("client_id")
+        if cls.SCHEMA.is_flexible(version):
+            r.skip_tagged_fields("header")
+        body = cls.SCHEMA.decode_body(r, version)
+        if body.transactional_id is not None:        # None: a plain idempotent producer
+            out["init" if api == v.INIT_PRODUCER_ID else "end"].add(body.transactional_id)
+    return out
+
+
+def test_exactly_once_stream_uses_the_prefix_and_ledger_options(spark, proxied_broker, tmp_path):
+    """transactionalIdPrefix names every transactional id the tasks and the driver use (read
+    off the wire through the proxy), and the decisions go to the ledgerTopic named, not to
+    the default <prefix>-ledger."""
+    import json
+
+    from confluent_kafka.admin import AdminClient
+
+    from kproducer.protocol import versions as v
+
+    broker, proxy = proxied_broker
+    n = 1000
+    broker.create_topic("orders", 2)
+    broker.create_topic("orders-decisions", 1)
+    proxy.record_requests(keep_frames={v.INIT_PRODUCER_ID, v.END_TXN})
+    src = tmp_path / "in"
+    src.mkdir()
+    _json_files(src, n, 2)
+    stream = (spark.readStream.schema("key string, id long").option("maxFilesPerTrigger", 1).json(str(src))
+              .selectExpr("key", "unhex(lpad(hex(id), 200, '0')) AS value"))
+    query = (stream.writeStream.format("kproducer").option("kafka.bootstrap.servers", proxy.bootstrap)
+             .option("topic", "orders").option("exactlyOnce", "true")
+             .option("transactionalIdPrefix", "etl-orders").option("ledgerTopic", "orders-decisions")
+             .option("checkpointLocation", str(tmp_path / "chk")).trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert query.exception() is None
+    ids = _init_and_end_txn_ids(proxy)
+    assert ids["init"] and ids["end"]
+    assert all(t.startswith("etl-orders-b") for t in ids["init"] | ids["end"]), ids
+    ledger = read_back(broker.bootstrap, "orders-decisions", timeout=60)[0]
+    decided = {int(msg.key): json.loads(msg.value) for msg in ledger}
+    assert sorted(decided) == [0, 1]                # one decision per micro-batch
+    in_ledger = {t for txns in decided.values() for t, _pid, _epoch in txns}
+    assert in_ledger == ids["end"]                  # what was decided is what was committed
+    assert all(t.startswith(f"etl-orders-b{b}-p") for b, txns in decided.items() for t, _, _ in txns)
+    topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=20).topics
+    assert "etl-orders-ledger" not in topics
+    view = committed_view(broker.bootstrap, "orders")
+    assert sorted(int(r.key[4:]) for rs in view.records.values() for r in rs) == list(range(n))
+    assert not any(view.open.values())
+
+
+def test_stream_with_a_processing_time_trigger_picks_up_a_new_file(spark, broker, tmp_path):
+    """A running query (1 s processing-time trigger) sees a second file appear: both files'
+    rows are written exactly once, in separate micro-batches, and the query stops cleanly."""
+    n_file = 500
+    broker.create_topic("ticks", 2)
+    src, staging = tmp_path / "in", tmp_path / "staging"
+    src.mkdir()
+    staging.mkdir()
+    _json_files(staging, 2 * n_file, 2)
+    os.rename(staging / "part-0.json", src / "part-0.json")      # whole files appear at once
+    stream = (spark.readStream.schema("key string, id long").json(str(src))
+              .selectExpr("key", "unhex(lpad(hex(id), 200, '0')) AS value"))
+    query = (stream.writeStream.format("kproducer").option("kafka.bootstrap.servers", broker.bootstrap)
+             .option("topic", "ticks").option("checkpointLocation", str(tmp_path / "chk"))
+             .trigger(processingTime="1 second").start())
+
+    def rows_written():
+        assert query.exception() is None and query.isActive
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    try:
+        _wait_for(lambda: rows_written() == n_file, 120, "the first file's micro-batch")
+        first_batches = len([p for p in query.recentProgress if p["numInputRows"]])
+        os.rename(staging / "part-1.json", src / "part-1.json")
+        _wait_for(lambda: rows_written() == 2 * n_file, 120, "the second file's micro-batch")
+        assert query.isActive
+    finally:
+        query.stop()
+    assert not query.isActive and query.exception() is None
+    with_rows = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert first_batches == 1 and with_rows == [n_file, n_file]
+    counts = ids_read(broker.bootstrap, "ticks", 2)
+    assert sorted(counts) == list(range(2 * n_file)) and set(counts.values()) == {1}
+
+
+@pytest.mark.parametrize("exactly_once", [False, True])
+def test_batch_write_fails_with_the_producers_error_when_the_broker_is_gone(spark, broker, exactly_once):
+    """A batch job against a broker that was there and is gone: the tasks fail with the
+    producer's error and, once Spark's retries are used up, the job fails with it."""
+    topic = "gone-eo" if exactly_once else "gone"
+    broker.create_topic(topic, 2)
+    opts = {"topic": topic, "kafka.max.block.ms": "1000", "kafka.request.timeout.ms": "500",
+            "kafka.delivery.timeout.ms": "1000", "kafka.linger.ms": "0",
+            **({"exactlyOnce": "true"} if exactly_once else {})}
+    df = rows_df(spark, 200, tasks=2)
+    writer(df, broker.bootstrap, **opts).save()      # the workers' producers know the broker
+    assert sum(ids_read(broker.bootstrap, topic, 2, check_partition=False).values()) == 200
+    bootstrap = broker.bootstrap
+    broker.stop()
+    with pytest.raises(Exception) as failed:
+        writer(df, bootstrap, **opts).save()
+    message = str(failed.value)
+    # The producer's own error, not a success with rows lost nor a bare Spark failure:
+    # "topic not present in metadata after max.block.ms" or records that failed after
+    # being queued (plain); the transactional producer's init_transactions timing out.
+    assert re.search(r"kproducer\.errors\.(KafkaTimeoutError|TransactionTimeoutError): "
+                     r"|kproducer: \d+ of \d+ records failed to be delivered", message), message[-3000:]

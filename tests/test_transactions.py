@@ -114,15 +114,40 @@ def test_abort_discards_records_and_a_new_transaction_commits(broker):
     assert {q: [x for x in vals if not x.startswith(b"gone")] for q, vals in got.items()} == expect
 
 
+def group_offsets(bootstrap, group, topic, partitions):
+    """The group's committed offsets, read with OffsetFetch (confluent-kafka's committed();
+    Tansu answers it, and shows transactional offsets only once their transaction has
+    committed, as Kafka does for require_stable readers); None where nothing is committed."""
+    import confluent_kafka
+
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                  "enable.auto.commit": False})
+    try:
+        tps = c.committed([confluent_kafka.TopicPartition(topic, q) for q in partitions], timeout=20)
+    finally:
+        c.close()
+    assert all(tp.error is None for tp in tps), tps
+    return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in tps}
+
+
 def test_send_offsets_to_transaction(broker):
     broker.create_topic("t", 1)
+    broker.create_topic("in", 2)
     p = txn_producer(broker.bootstrap, "offsets-1")
     try:
         p.begin_transaction()
         p.send("t", b"x", partition=0)
         p.send_offsets_to_transaction({("in", 0): 42, ("in", 1): (7, "meta")}, "group-1", timeout=20)
+        # Part of the open transaction: not committed yet.
+        assert group_offsets(broker.bootstrap, "group-1", "in", [0, 1]) == {0: None, 1: None}
         p.commit_transaction(timeout=20)
         assert committed_values(broker.bootstrap, "t") == {0: [b"x"]}
+        assert group_offsets(broker.bootstrap, "group-1", "in", [0, 1]) == {0: 42, 1: 7}
+        # Offsets of an aborted transaction never count.
+        p.begin_transaction()
+        p.send_offsets_to_transaction({("in", 0): 99}, "group-1", timeout=20)
+        p.abort_transaction(timeout=20)
+        assert group_offsets(broker.bootstrap, "group-1", "in", [0, 1]) == {0: 42, 1: 7}
         with pytest.raises(InvalidTxnStateError, match="no open transaction"):
             p.send_offsets_to_transaction({("in", 0): 43}, "group-1")
         p.begin_transaction()
@@ -468,3 +493,95 @@ def test_concurrent_transactions_and_a_moved_coordinator_are_retried(proxied_bro
     finally:
         p.close()
     assert committed_values(broker.bootstrap, "t") == {0: [b"a", b"b"]}
+
+
+# -- timeouts, coordinator lookup, offsets ------------------------------------------------
+
+def _wait_until(cond, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def _on_wire(proxy, api, direction):
+    return [e for e in proxy.requests_log() if e[0] == direction and e[2] == api]
+
+
+def test_a_commit_that_times_out_is_finished_by_calling_it_again(proxied_broker):
+    """The EndTxn answer is held back (the proxy stops reading from the broker after the
+    request went through): commit_transaction(timeout=) raises TransactionTimeoutError
+    naming the call, and the commit goes on in the background. Once the answer is released
+    and the background commit has finished, commit_transaction() again returns that
+    commit's outcome (Java's cached TransactionalRequestResult): no second EndTxn, one
+    commit marker per partition, every record once."""
+    broker, proxy = proxied_broker
+    broker.create_topic("t", 2)
+    proxy.record_requests()
+    p = txn_producer(proxy.bootstrap, "timeout-1")
+    try:
+        p.begin_transaction()
+        for i in range(40):
+            p.send("t", b"t-%d" % i, partition=i % 2)
+        p.flush(timeout=20)                      # only the EndTxn is left to go
+        proxy.stall(True, client=False)          # requests still reach the broker
+        started = time.monotonic()
+        with pytest.raises(TransactionTimeoutError, match="commit_transaction"):
+            p.commit_transaction(timeout=1.0)
+        assert time.monotonic() - started < 10
+        assert len(_on_wire(proxy, v.END_TXN, "request")) == 1
+        assert not _on_wire(proxy, v.END_TXN, "response")
+        proxy.stall(False)
+        # The answer arrives and the producer finishes the commit before being asked again.
+        _wait_until(lambda: p._txn.state.value == "READY", 20, "the background commit")
+        p.commit_transaction(timeout=20)         # the same commit's outcome: success
+        with pytest.raises(InvalidTxnStateError, match="no open transaction"):
+            p.commit_transaction(timeout=5)      # ... once: there is nothing more to commit
+        assert len(_on_wire(proxy, v.END_TXN, "request")) == 1
+        p.begin_transaction()
+        p.send("t", b"next", partition=0)
+        p.commit_transaction(timeout=20)
+    finally:
+        p.close()
+    expect = {q: [b"t-%d" % i for i in range(40) if i % 2 == q] for q in range(2)}
+    expect[0].append(b"next")
+    view = committed_view(broker.bootstrap, "t")
+    assert view_values(view) == expect
+    assert sorted(mk[0] for mk in view.markers if mk[3] == "commit") == [0, 0, 1]
+    assert not any(view.aborted.values()) and not any(view.open.values())
+    assert committed_values(broker.bootstrap, "t") == expect
+
+
+@pytest.mark.parametrize("code", [15, 14])     # COORDINATOR_NOT_AVAILABLE, _LOAD_IN_PROGRESS
+def test_find_coordinator_errors_are_retried_with_backoff(proxied_broker, code):
+    """FindCoordinator answered with a retriable coordinator error three times (the proxy
+    rewrites the per-key error code of the v4+ ``Coordinators`` array): init_transactions
+    asks again after growing backoffs and then succeeds."""
+    broker, proxy = proxied_broker
+    broker.create_topic("t", 1)
+    proxy.record_requests(keep_frames={v.FIND_COORDINATOR})
+    proxy.answer_error(v.FIND_COORDINATOR, code, times=3)
+    p = Producer(bootstrap_servers=proxy.bootstrap, transactional_id=f"find-{code}",
+                 retry_backoff_ms=200, retry_backoff_max_ms=2000)
+    try:
+        p.init_transactions(timeout=20)
+        assert proxy.stats()["api_answers"] == 3
+        log = proxy.requests_log(times=True)
+        finds = [e for e in log if e[2] == v.FIND_COORDINATOR]
+        assert [e[0] for e in finds] == ["request", "response"] * 4
+        # The layout the rewrite had to handle: v4 (KIP-699), a Coordinators array.
+        assert all(Reader(e[4], 4).int16("api_key") == v.FIND_COORDINATOR and
+                   Reader(e[4], 6).int16("api_version") >= 4 for e in finds[::2])
+        # 200 ms * 2**attempt, jitter 0.2: each wait from an error answer to the next ask.
+        waits = [finds[i + 1][5] - finds[i][5] for i in range(1, 6, 2)]
+        for attempt, wait in enumerate(waits):
+            assert wait >= 0.95 * 0.8 * 0.2 * 2 ** attempt, waits
+        # Found at last: InitProducerId only after the successful lookup.
+        inits = [i for i, e in enumerate(log) if e[0] == "request" and e[2] == v.INIT_PRODUCER_ID]
+        assert len(inits) == 1 and inits[0] > log.index(finds[-1])
+        p.begin_transaction()
+        p.send("t", b"found", partition=0)
+        p.commit_transaction(timeout=20)
+    finally:
+        p.close()
+    assert committed_values(broker.bootstrap, "t") == {0: [b"found"]}

@@ -249,7 +249,7 @@ class _Conn:
         self.responses_for_corrupt = 0  # since corrupt_response_every() was last set
         self.api_of: dict[int, int] = {}   # correlation id -> api key of requests in flight
         self.cut_cids: set[int] = set()    # responses to cut instead of forwarding (cut_on_api)
-        self.rewrite_cids: dict[int, tuple[int, int]] = {}   # cid -> (version, error code)
+        self.rewrite_cids: dict[int, tuple[int, int, int]] = {}   # cid -> (api, version, error code)
 
 
 class FaultProxy:
@@ -406,15 +406,17 @@ class FaultProxy:
         ``(direction, connection, api_key, correlation_id, frame)`` with direction
         ``"request"`` or ``"response"`` (a response carries its request's api key) and the
         whole frame kept only for the api keys in ``keep_frames``. :meth:`requests_log`
-        returns it. Lets a test check what went over the wire, and in which order,
-        without trusting the client's own account."""
+        returns it (``times=True``: each entry ends with the ``time.monotonic()`` at which
+        the proxy had the whole frame). Lets a test check what went over the wire, and in
+        which order (and when), without trusting the client's own account."""
         with self._lock:
             self._log = [] if enabled else None
             self._keep_frames = frozenset(keep_frames)
 
-    def requests_log(self) -> list:
+    def requests_log(self, *, times: bool = False) -> list:
         with self._lock:
-            return list(self._log or ())
+            log = list(self._log or ())
+        return log if times else [entry[:5] for entry in log]
 
     def cut_on_api(self, api_key: int | None, *, on: str = "response", times: int = 1) -> None:
         """Reset the connection of the next ``times`` requests with ``api_key``: at its
@@ -433,7 +435,10 @@ class FaultProxy:
         their ErrorCode replaced by ``error_code`` (the broker did act on the request). For
         responses whose body starts with ThrottleTimeMs then ErrorCode (EndTxn,
         AddOffsetsToTxn, InitProducerId): a broker's answer the test broker never gives, such
-        as PRODUCER_FENCED to an EndTxn. ``None`` disables."""
+        as PRODUCER_FENCED to an EndTxn. FindCoordinator's answer is decoded and encoded
+        again: its top-level ErrorCode (v0-3) or every entry of its ``Coordinators`` array
+        (v4+, KIP-699) gets the error, with node -1, host "" and port -1 as Kafka answers
+        COORDINATOR_NOT_AVAILABLE. ``None`` disables."""
         if times < 1:
             raise ValueError(f"times must be at least 1, got {times!r}")
         with self._lock:
@@ -459,7 +464,7 @@ class FaultProxy:
         with self._lock:
             if self._log is not None:
                 self._log.append((direction, id(conn), api_key, cid,
-                                  frame if api_key in self._keep_frames else None))
+                                  frame if api_key in self._keep_frames else None, time.monotonic()))
 
     def delay(self, seconds: float, *, requests: float = 0.0) -> None:
         """Hold each response ``seconds`` (and each request ``requests`` seconds).
@@ -955,10 +960,7 @@ class FaultProxy:
                 return None
             rewrite = conn.rewrite_cids.pop(cid, None)
             if rewrite is not None:
-                flexible, code = rewrite
-                # size, correlation id, [tagged fields], ThrottleTimeMs, then ErrorCode.
-                at = 4 + 4 + (1 if flexible else 0) + 4
-                frame = frame[:at] + code.to_bytes(2, "big", signed=True) + frame[at + 2:]
+                frame = _with_error_code(frame, *rewrite)
                 self._count("api_answers")
             return frame
         if len(frame) < 12:
@@ -975,9 +977,8 @@ class FaultProxy:
             conn.cut_cids.add(cid)
         code = self._take_api_answer(api_key)
         if code is not None:
-            from kproducer.protocol.messages import RESPONSES   # flexible versions of the API
             version = int.from_bytes(frame[6:8], "big", signed=True)
-            conn.rewrite_cids[cid] = (RESPONSES[api_key].SCHEMA.is_flexible(version), code)
+            conn.rewrite_cids[cid] = (api_key, version, code)
         return frame
 
     def _corrupt(self, flow: _Flow, frame: bytes, cfg: _Settings, now: float) -> None:
@@ -1105,6 +1106,35 @@ class FaultProxy:
             flow.queue.clear()
             flow.queued_bytes = 0
             flow.inbuf = bytearray()
+
+
+_FIND_COORDINATOR = 10
+
+
+def _with_error_code(frame: bytes, api_key: int, version: int, code: int) -> bytes:
+    """The response ``frame`` (size prefix included) with its error code replaced (see
+    :meth:`FaultProxy.answer_error`)."""
+    from kproducer.protocol.messages import RESPONSES, response_header_version
+    from kproducer.protocol.primitives import Reader
+
+    schema = RESPONSES[api_key].SCHEMA
+    r = Reader(frame, 4)
+    r.int32("correlation_id")
+    if response_header_version(api_key, version) >= 1:
+        r.skip_tagged_fields("response header")
+    if api_key == _FIND_COORDINATOR:
+        header = bytes(frame[4:r.pos])
+        body = schema.decode_body(r, version)
+        entries = body.coordinators if version >= 4 else [body]
+        for entry in entries:
+            entry.error_code = code
+            if code:
+                entry.node_id, entry.host, entry.port = -1, "", -1
+        payload = header + schema.encode_body(body, version)
+        return struct.pack(">i", len(payload)) + payload
+    # The body starts with ThrottleTimeMs, then ErrorCode.
+    at = r.pos + 4
+    return frame[:at] + code.to_bytes(2, "big", signed=True) + frame[at + 2:]
 
 
 def _unsent_bytes(sock: socket.socket) -> int:
