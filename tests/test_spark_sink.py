@@ -188,6 +188,27 @@ def _flaky(df, marker_dir, mode):
 
 
 @pytest.mark.parametrize("mode", ["raise", "kill"])
+def test_without_exactly_once_broken_attempts_lose_nothing(spark, broker, tmp_path, mode):
+    """The twin of the next test without exactlyOnce: at-least-once, like Spark's own Kafka
+    sink: every row arrives although every task's first attempt broke. (Duplicates did not
+    show here: the upstream step breaks before the writer has sent the first batch.)"""
+    n, tasks = 40_000, 4
+    topic = f"alo-{mode}"
+    broker.create_topic(topic, 4)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+    try:
+        writer(_flaky(rows_df(spark, n, tasks), str(marks), mode), broker.bootstrap,
+               topic=topic).save()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert len(os.listdir(marks)) == tasks           # every task's first attempt broke
+    counts = ids_read(broker.bootstrap, topic, 4)
+    assert sorted(counts) == list(range(n)), "every row at least once"
+
+
+@pytest.mark.parametrize("mode", ["raise", "kill"])
 def test_exactly_once_survives_failed_and_killed_attempts(spark, broker, tmp_path, mode):
     n, tasks = 40_000, 4
     broker.create_topic("eo", 4)
@@ -264,7 +285,9 @@ def _json_files(directory: Path, n: int, files: int) -> None:
 
 @pytest.mark.parametrize("exactly_once", [False, True])
 def test_stream_available_now_from_files(spark, broker, tmp_path, exactly_once):
-    n = 200_000
+    # 1,000,000 rows at-least-once (the issue's figure); the exactly-once variant reads its
+    # committed view through the control-batch reader, which is slower: 200,000.
+    n = 200_000 if exactly_once else 1_000_000
     topic = "stream-eo" if exactly_once else "stream"
     broker.create_topic(topic, 4)
     src = tmp_path / "in"
