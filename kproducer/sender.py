@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import defaultdict
 
 from kproducer._accumulator import SenderTurn, batch_from_records

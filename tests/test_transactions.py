@@ -19,7 +19,7 @@ import time
 import pytest
 
 from kproducer import Producer
-from kproducer.errors import (ConfigError, InvalidTxnStateError, KafkaError, ProducerFencedError,
+from kproducer.errors import (ConfigError, InvalidTxnStateError, ProducerFencedError,
                               TransactionAbortableError, TransactionAbortedError, TransactionTimeoutError)
 from kproducer.protocol import messages as m
 from kproducer.protocol import versions as v
