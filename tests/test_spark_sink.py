@@ -1,6 +1,6 @@
-"""The kproducer Spark data source for real: df.write and df.writeStream on local[2] against
-the real broker, read back with confluent-kafka (and, for exactly-once, the committed view of
-the log: Tansu sends no AbortedTransactions list)."""
+"""The kproducer Spark data source for real: df.write and df.writeStream on local[2] (and
+local-cluster) against the real broker, read back with confluent-kafka (and, for exactly-once,
+the committed view of the log: Tansu sends no AbortedTransactions list)."""
 
 from __future__ import annotations
 
@@ -166,65 +166,196 @@ def test_bulk_defaults_apply_unless_set():
 
 # -- exactly-once ---------------------------------------------------------------------------
 
-def _flaky(df, marker_dir, mode):
-    """``df`` through a Python step that breaks each Spark partition's first attempt after
-    its first Arrow batch went downstream: ``raise`` raises, ``kill`` SIGKILLs the Python
-    worker."""
+def _flaky(df, marker_dir, mode, bootstrap, topic, n_parts, *, after=4, deadline=60.0):
+    """``df`` through a Python step that breaks each Spark partition's first attempt once
+    the writer has sent some of that attempt's rows. After ``after`` Arrow batches went
+    downstream it reads the topic read_uncommitted (open transactions included) until rows
+    it yielded itself are in the log (keys are unique, so they are this task's), then
+    ``raise`` raises, ``kill`` SIGKILLs its own Python worker and ``kill-writer`` SIGKILLs
+    the writer's Python worker and carries on (the writer's death fails the task). Several
+    batches first: PySpark flushes a worker's output only at its end, so the last batch
+    yielded may still sit in this worker's socket buffer, out of the writer's reach.
+
+    Every attempt leaves ``<partition>-a<attempt>.json`` in ``marker_dir``; a first attempt
+    records the ids it saw in the log before it broke, or why it could not break as meant
+    (``error``), which the tests assert on: a retry would otherwise hide it.
+
+    Everything the step uses is inside it: cloudpickle ships nested functions by value, a
+    module-level helper of this test file by reference, which executors cannot import."""
+    def find_writer(broker_port):
+        """The writer's Python worker: the other live child of this worker's daemon that
+        has kproducer loaded and an established connection to the broker. Reliable only
+        where the daemon runs one task at a time and workers are not reused (idle workers
+        keep the plain sink's cached producer and its connections)."""
+        import os
+
+        def sockets_to_broker():
+            inodes = set()
+            with open("/proc/net/tcp") as f:
+                for line in f.readlines()[1:]:
+                    fields = line.split()
+                    if int(fields[2].split(":")[1], 16) == broker_port and fields[3] == "01":
+                        inodes.add(fields[9])
+            return inodes
+
+        to_broker = sockets_to_broker()
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
+                if int(ppid) != os.getppid() or state in "ZX":
+                    continue
+                with open(f"/proc/{entry}/maps") as f:
+                    if "/kproducer/_" not in f.read():
+                        continue
+                fds = os.listdir(f"/proc/{entry}/fd")
+                links = {os.readlink(f"/proc/{entry}/fd/{fd}") for fd in fds}
+            except OSError:                     # it exited meanwhile
+                continue
+            if any(link[len("socket:["):-1] in to_broker for link in links if link.startswith("socket:[")):
+                found.append(int(entry))
+        return found
+
     def step(batches):
+        import json
         import os
         import signal
+        import time
+        import uuid
 
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
+        partition, attempt = ctx.partitionId(), ctx.attemptNumber()
+        marker = os.path.join(marker_dir, f"{partition}-a{attempt}.json")
+
+        def mark(**fields):
+            with open(marker + ".tmp", "w") as f:
+                json.dump({"partition": partition, "attempt": attempt, "mode": mode, **fields}, f)
+            os.rename(marker + ".tmp", marker)          # the test never reads half a file
+
+        mark()
+        mine = set()
         for i, b in enumerate(batches):
             yield b
-            if i == 0 and ctx.attemptNumber() == 0:
-                open(os.path.join(marker_dir, f"{ctx.partitionId()}-{mode}"), "w").close()
-                if mode == "kill":
-                    os.kill(os.getpid(), signal.SIGKILL)
-                raise RuntimeError("injected failure after the first batch")
+            if attempt:
+                continue
+            mine.update(b.column("key").to_pylist())
+            if i + 1 != after:
+                continue
+            consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"flaky-{uuid.uuid4().hex}",
+                                 "enable.auto.commit": False, "isolation.level": "read_uncommitted",
+                                 "fetch.wait.max.ms": 100})
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(n_parts)])
+            seen = []
+            end = time.monotonic() + deadline
+            try:
+                while not seen and time.monotonic() < end:
+                    for m in consumer.consume(1000, timeout=0.2):
+                        if m.error() is None and m.key() is not None and m.key().decode() in mine:
+                            seen.append(int(m.key()[4:]))
+            finally:
+                consumer.close()
+            if not seen:
+                mark(seen=[], error=f"the writer never sent: none of the {len(mine)} rows this "
+                                    f"attempt yielded reached {topic} within {deadline} s")
+                raise RuntimeError(f"partition {partition}: the writer never sent")
+            if mode == "kill-writer":
+                port = int(bootstrap.rsplit(":", 1)[1])
+                found = find_writer(port)
+                end = time.monotonic() + deadline
+                while len(found) != 1 and time.monotonic() < end:
+                    time.sleep(0.1)
+                    found = find_writer(port)
+                if len(found) != 1:
+                    mark(seen=seen, error=f"not one writer worker among the daemon's children: {found}")
+                    raise RuntimeError(f"partition {partition}: the writer's worker not found: {found}")
+                mark(seen=seen, killed=found[0])
+                os.kill(found[0], signal.SIGKILL)
+                continue                                # the writer's death fails the task
+            mark(seen=seen)
+            if mode == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise RuntimeError("injected failure after the writer sent rows of this attempt")
     return df.mapInArrow(step, df.schema)
 
 
-@pytest.mark.parametrize("mode", ["raise", "kill"])
-def test_without_exactly_once_broken_attempts_lose_nothing(spark, broker, tmp_path, mode):
-    """The twin of the next test without exactlyOnce: at-least-once, like Spark's own Kafka
-    sink: every row arrives although every task's first attempt broke. (Duplicates did not
-    show here: the upstream step breaks before the writer has sent the first batch.)"""
-    n, tasks = 40_000, 4
-    topic = f"alo-{mode}"
+def _marks(marker_dir, tasks):
+    """The markers of _flaky: each partition's first attempt broke after it saw rows of its
+    own in the log, and the partition ran again. Returns {partition: ids seen}."""
+    import json
+
+    marks = [json.loads(p.read_text()) for p in Path(marker_dir).glob("*.json")]
+    first = {m["partition"]: m for m in marks if m["attempt"] == 0}
+    assert sorted(first) == list(range(tasks)), marks
+    for m in first.values():
+        assert "error" not in m and m.get("seen"), m       # it broke as meant, after a send
+    retried = {m["partition"] for m in marks if m["attempt"] >= 1}
+    assert retried == set(range(tasks)), marks             # every first attempt failed
+    return {p: m["seen"] for p, m in first.items()}
+
+
+def _broken_write(spark, broker, tmp_path, mode, topic, n, tasks, **options):
+    """Writes ``n`` rows in ``tasks`` tasks through _flaky; returns {partition: ids its
+    first attempt saw in the log before it broke}."""
     broker.create_topic(topic, 4)
     marks = tmp_path / "marks"
     marks.mkdir()
+    # 1000-row Arrow batches: each task yields several before it breaks (_flaky's ``after``).
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
     try:
-        writer(_flaky(rows_df(spark, n, tasks), str(marks), mode), broker.bootstrap,
-               topic=topic).save()
+        writer(_flaky(rows_df(spark, n, tasks), str(marks), mode, broker.bootstrap, topic, 4),
+               broker.bootstrap, topic=topic, **options).save()
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    assert len(os.listdir(marks)) == tasks           # every task's first attempt broke
-    counts = ids_read(broker.bootstrap, topic, 4)
+    return _marks(marks, tasks)
+
+
+def _check_at_least_once(counts, seen, n):
+    """Without exactlyOnce: every row, and the duplicates a broken attempt leaves: each row
+    its first attempt was seen to have sent is there twice (its retry sent all its rows
+    again)."""
     assert sorted(counts) == list(range(n)), "every row at least once"
+    assert set(counts.values()) <= {1, 2}, "one broken attempt per task: no row three times"
+    for p, ids in seen.items():
+        assert {counts[i] for i in ids} == {2}, f"partition {p}: its first attempt's rows twice"
+
+
+def _check_exactly_once(view, seen, n):
+    """With exactlyOnce: the committed view holds every row once; the rows the first attempts
+    sent are in the log, aborted; nothing stays open."""
+    got = [int(r.key[4:]) for rs in view.records.values() for r in rs]
+    assert sorted(got) == list(range(n)), "the committed view holds every row exactly once"
+    assert not any(view.open.values())
+    aborted = {int(r.key[4:]) for rs in view.aborted.values() for r in rs}
+    for p, ids in seen.items():
+        assert set(ids) <= aborted, f"partition {p}: its first attempt's rows sent, then aborted"
+
+
+@pytest.mark.parametrize("mode", ["raise", "kill"])
+def test_without_exactly_once_broken_attempts_write_duplicates(spark, broker, tmp_path, mode):
+    """The twin of the next test without exactlyOnce: at-least-once, like Spark's own Kafka
+    sink. Every task's first attempt sends rows and breaks (raises, or its Python worker is
+    killed); every row arrives, and the rows the broken attempts sent arrive twice."""
+    n, tasks = 40_000, 4
+    topic = f"alo-{mode}"
+    seen = _broken_write(spark, broker, tmp_path, mode, topic, n, tasks)
+    _check_at_least_once(ids_read(broker.bootstrap, topic, 4), seen, n)
 
 
 @pytest.mark.parametrize("mode", ["raise", "kill"])
 def test_exactly_once_survives_failed_and_killed_attempts(spark, broker, tmp_path, mode):
+    """Every task's first attempt sends rows in its transaction, then breaks (raises, or its
+    Python worker is killed): its rows stay in the log, aborted, and the committed view
+    holds each row exactly once."""
     n, tasks = 40_000, 4
-    broker.create_topic("eo", 4)
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
-    try:
-        writer(_flaky(rows_df(spark, n, tasks), str(marks), mode), broker.bootstrap,
-               topic="eo", exactlyOnce="true").save()
-    finally:
-        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    assert len(os.listdir(marks)) == tasks           # every task's first attempt broke
-    view = committed_view(broker.bootstrap, "eo")
-    got = [int(r.key[4:]) for rs in view.records.values() for r in rs]
-    assert sorted(got) == list(range(n)), "the committed view holds every row exactly once"
-    assert not any(view.open.values())
+    topic = f"eo-{mode}"
+    seen = _broken_write(spark, broker, tmp_path, mode, topic, n, tasks, exactlyOnce="true")
+    _check_exactly_once(committed_view(broker.bootstrap, topic), seen, n)
 
 
 def _fails_while_flag(df, flag):
@@ -572,3 +703,82 @@ def test_batch_write_fails_with_the_producers_error_when_the_broker_is_gone(spar
     # being queued (plain); the transactional producer's init_transactions timing out.
     assert re.search(r"kproducer\.errors\.(KafkaTimeoutError|TransactionTimeoutError): "
                      r"|kproducer: \d+ of \d+ records failed to be delivered", message), message[-3000:]
+
+
+# -- local-cluster ---------------------------------------------------------------------------
+
+_CLUSTER_DRIVER = textwrap.dedent("""
+    import os, sys
+    from pyspark.sql import SparkSession
+
+    sys.path.insert(0, sys.argv[1])                # tests/: _flaky, rows_df, writer
+    from test_spark_sink import _flaky, rows_df, writer
+    from kproducer.spark import register
+
+    bootstrap, marks, n, tasks = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("kproducer-sink-cluster")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             # Retries (4 is the cluster default; set so the test does not depend on it).
+             .config("spark.task.maxFailures", "4")
+             # Each task's Python workers are fresh and end with it: with one core per
+             # executor, _flaky's kill-writer finds the writer's worker as the one other live
+             # child of its daemon with kproducer loaded and a connection to the broker.
+             .config("spark.python.worker.reuse", "false")
+             .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    for job in sys.argv[6:]:
+        mode, exactly_once = job.split(":")
+        topic = f"lc-{mode}-{exactly_once}"
+        marker_dir = os.path.join(marks, topic)
+        os.mkdir(marker_dir)
+        options = {"exactlyOnce": "true"} if exactly_once == "eo" else {}
+        writer(_flaky(rows_df(spark, n, tasks), marker_dir, mode, bootstrap, topic, 4), bootstrap,
+               topic=topic, **options).save()
+    spark.stop()
+    print("DONE", flush=True)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_broken_attempts_on_local_cluster(tmp_path, broker):
+    """The data source on local-cluster (two executor JVMs, each with its own Python
+    daemon), every task's first attempt broken after it sent rows: exactly-once with the
+    attempt raising, and with the writer's own Python worker killed (found through /proc,
+    which one task per executor makes unambiguous): the committed view holds each row once.
+    Without exactlyOnce, with the attempt raising: the duplicates."""
+    # Two tasks: one per executor, so each job is two rounds (first attempts, then retries).
+    n, tasks = 20_000, 2
+    # The upstream worker killed is tested on local[2,4] (the killed writer is the stronger
+    # case); each job here costs about ten seconds on 2 cores.
+    jobs = ["raise:eo", "kill-writer:eo", "raise:alo"]
+    for job in jobs:
+        mode, exactly_once = job.split(":")
+        broker.create_topic(f"lc-{mode}-{exactly_once}", 4)
+    # SPARK_HOME: pip's pyspark package (bin/spark-class, jars) seen through links, so that
+    # the standalone workers' work directories (SPARK_HOME/work) land in tmp_path.
+    spark_home = tmp_path / "spark-home"
+    spark_home.mkdir()
+    for entry in Path(pyspark.__file__).parent.iterdir():
+        (spark_home / entry.name).symlink_to(entry)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    script = tmp_path / "driver.py"
+    script.write_text(_CLUSTER_DRIVER)
+    env = dict(os.environ, SPARK_HOME=str(spark_home), PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable)
+    proc = subprocess.run([sys.executable, str(script), str(ROOT / "tests"), broker.bootstrap, str(marks),
+                           str(n), str(tasks), *jobs], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=840, check=False)
+    assert proc.returncode == 0 and "DONE" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-6000:]
+    for job in jobs:
+        mode, exactly_once = job.split(":")
+        topic = f"lc-{mode}-{exactly_once}"
+        seen = _marks(marks / topic, tasks)
+        if exactly_once == "eo":
+            _check_exactly_once(committed_view(broker.bootstrap, topic), seen, n)
+        else:
+            _check_at_least_once(ids_read(broker.bootstrap, topic, 4), seen, n)
