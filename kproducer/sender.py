@@ -111,6 +111,7 @@ class Sender:
         # or by an application thread that holds the GIL when the I/O thread wants a step.
         self.turn = SenderTurn(client.selector.fileno())
         accumulator.turn = self.turn
+        accumulator.step = self.step_from_app
         self._step_lock = threading.Lock()
         self._step_owner = None
         self._thread = threading.Thread(target=self._run, name="kproducer-network-thread", daemon=True)
