@@ -15,6 +15,8 @@ TARGET_SPARK_EO = 1.5         # issue 13: the data source with exactlyOnce >= 1.
 TARGET_DEFAULTS = {           # issue 11: every client at its own defaults
     clients.KPRODUCER_SEND: 2.0, clients.KPRODUCER_SEND_MANY: 3.0}
 TARGET_TRANSACTIONAL = 2.0    # issue 12: a transaction per 10,000 records, >= 2x confluent
+TARGET_1KIB = {               # issue 11: 1 KiB values, at least confluent's records/s
+    clients.KPRODUCER_SEND: 1.0, clients.KPRODUCER_SEND_MANY: 1.0}
 LATENCY_HEADER = ("| rate | application loop | client | records/s achieved | p50 ms | p99 ms | "
                   "p99.9 ms | max ms | p50 / p99 vs reference |")
 TARGET_ASYNCIO = 10.0         # issue 15: kproducer's async front >= 10x aiokafka's records/s
@@ -79,6 +81,24 @@ def _scenario_ratios(out: list, by: dict, scenario: str, targets: dict, what: st
         value = r["records_per_s"] / ref["records_per_s"]
         out.append({"label": label, "value": value, "target": target, "met": value >= target,
                     "detail": f"{scenario} scenario, {r['records']:,} records each, same run"})
+        _cost_side_by_side(out, r, ref, scenario)
+
+
+def _cost_side_by_side(out: list, r: dict, ref: dict, scenario: str) -> None:
+    """The costs beside a throughput ratio: the broker shares this machine, so its CPU bounds
+    the records/s of every client; the client's own CPU per record is what the producer
+    controls, and the broker's CPU per record shows whether a client's requests cost the
+    broker more."""
+    mine, theirs = r.get("cpu_us_per_record"), ref.get("cpu_us_per_record")
+    if not mine or not theirs:
+        return
+    broker = ""
+    if r.get("broker_cpu_us_per_record") and ref.get("broker_cpu_us_per_record"):
+        broker = (f"; broker CPU per record {r['broker_cpu_us_per_record']:.2f} µs vs "
+                  f"{ref['broker_cpu_us_per_record']:.2f} µs")
+    out.append({"label": f"{ref['client']} CPU per record / {r['client']} CPU per record",
+                "value": theirs / mine, "target": None, "met": None,
+                "detail": f"{theirs:.2f} µs vs {mine:.2f} µs ({scenario} scenario){broker}"})
 
 
 def headline_ratios(rows: list[dict], micro: dict | None) -> list[dict]:
@@ -111,6 +131,7 @@ def headline_ratios(rows: list[dict], micro: dict | None) -> list[dict]:
                                   f"{r['cpu_us_per_record']:.2f} µs (base scenario)"})
     for scenario, targets, what in (
             ("defaults", TARGET_DEFAULTS, "each at its own defaults"),
+            ("value-1KiB", TARGET_1KIB, "1 KiB values"),
             ("transactional", {clients.KPRODUCER_SEND: TARGET_TRANSACTIONAL,
                                clients.KPRODUCER_SEND_MANY: TARGET_TRANSACTIONAL},
              "a transaction per 10,000 records")):

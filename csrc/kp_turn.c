@@ -26,6 +26,7 @@ struct kp_turn {
     int64_t due_us;         /* the next deadline the last step named, -1: none */
     int64_t hint_us;        /* the earliest deadline named since the last step began, -1: none */
     uint64_t raised;
+    int64_t raised_at_us;   /* when pending was last raised (CLOCK_MONOTONIC) */
     uint64_t activity;      /* bumped by application threads as they send (kp_turn_touch) */
     uint64_t seen_activity; /* the I/O thread's last look at it (kp_turn_wait_io) */
 };
@@ -64,6 +65,7 @@ static void raise_locked(kp_turn *t)
 {
     __atomic_store_n(&t->pending, 1, __ATOMIC_RELEASE);
     __atomic_add_fetch(&t->raised, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->raised_at_us, kp_turn_now_us(), __ATOMIC_RELAXED);
     pthread_cond_broadcast(&t->cv);
 }
 
@@ -298,6 +300,11 @@ int kp_turn_wait_io(kp_turn *t, int grace_ms)
     r = t->pending;
     pthread_mutex_unlock(&t->mu);
     return r;
+}
+
+int64_t kp_turn_raised_at_us(const kp_turn *t)
+{
+    return __atomic_load_n(&t->raised_at_us, __ATOMIC_RELAXED);
 }
 
 uint64_t kp_turn_raised(const kp_turn *t)

@@ -80,5 +80,7 @@ int64_t kp_turn_wall_to_mono_us(int64_t wall_ms);
 
 /* Counters for tests and metrics: times the watcher raised pending. */
 uint64_t kp_turn_raised(const kp_turn *t);
+/* When pending was last raised (kp_turn_now_us's clock; 0: never). */
+int64_t kp_turn_raised_at_us(const kp_turn *t);
 
 #endif /* KP_TURN_H */

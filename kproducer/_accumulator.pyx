@@ -68,6 +68,9 @@ cdef enum:
     BATCH_START_BYTES = 16384
     # How many new batches can start at batch.size before the pool counts as short.
     BATCH_START_SHARE = 16
+    # append_many looks at the Sender's turn every STEP_CHECK records (a power of two): a
+    # few microseconds of appends between looks.
+    STEP_CHECK = 1024
 
 # No batch deadline named (RecordAccumulator._place's ``due``).
 cdef int64_t NO_DUE = 1 << 62

@@ -468,7 +468,10 @@ class Producer:
 
     def metrics(self) -> dict:
         """Counters of the producer: records acknowledged and failed, requests, batches,
-        retries, producer id resets, buffer memory in use."""
+        retries, producer id resets, buffer memory in use; and who ran the Sender's steps
+        (``steps_by_application``: inside send() calls, ``steps_by_io_thread``) with how long
+        a wanted step waited for a thread holding the GIL (``step_wait_us_total``,
+        ``step_wait_us_max``)."""
         out = dict(self._sender.stats)
         out.update(buffer_total_bytes=self._acc.pool.total, buffer_available_bytes=self._acc.pool.available,
                    queued_batches=self._acc.queued_batches(), producer_id=self._sender.producer_id,

@@ -111,6 +111,7 @@ class Sender:
         # or by an application thread that holds the GIL when the I/O thread wants a step.
         self.turn = SenderTurn(client.selector.fileno())
         accumulator.turn = self.turn
+        accumulator.step = self.step_from_app
         self._step_lock = threading.Lock()
         self._step_owner = None
         self._thread = threading.Thread(target=self._run, name="kproducer-network-thread", daemon=True)
@@ -173,6 +174,7 @@ class Sender:
         try:
             if self.turn.pending:
                 self._step_owner = threading.get_ident()
+                self.stats["steps_by_io_thread"] += 1
                 self._step_safely()
         finally:
             self._step_owner = None
@@ -188,6 +190,7 @@ class Sender:
             return
         try:
             self._step_owner = threading.get_ident()
+            self.stats["steps_by_application"] += 1
             self._step_safely()
         finally:
             self._step_owner = None
@@ -217,6 +220,15 @@ class Sender:
         self._acks0_nodes.clear()
 
     def _step_safely(self) -> None:
+        # How long the wanted step waited for a thread with the GIL (metrics(): what the
+        # GIL costs the acknowledgements of this application).
+        raised = self.turn.raised_at_us
+        if raised and self.turn.pending:
+            waited = SenderTurn.now_us() - raised
+            stats = self.stats
+            stats["step_wait_us_total"] += waited
+            if waited > stats["step_wait_us_max"]:
+                stats["step_wait_us_max"] = waited
         try:
             self._step()
         except Exception:  # the I/O thread must never die: log and keep going

@@ -66,6 +66,11 @@ def test_bench_quick_writes_verified_results(tmp_path):
     labels = [t["label"] for t in doc["ratios"]]
     assert "kproducer send_many 100B / confluent produce/poll" in labels
     assert "Spark write_kafka / faster confluent recipe" in labels
+    # A throughput target comes with the costs beside it (the broker bounds records/s).
+    costs = [t for t in doc["ratios"] if t["label"] == (
+        f"{clients.REFERENCE} CPU per record / {clients.KPRODUCER_SEND} CPU per record")
+        and "(defaults scenario)" in t["detail"]]
+    assert len(costs) == 1 and costs[0]["value"] > 0 and "broker CPU per record" in costs[0]["detail"]
     assert doc["micro"]["encode"] and doc["micro"]["crc"] and not doc["micro"]["errors"]
 
     # The latency scenario: every (rate, loop) for both clients, verified, with percentiles.

@@ -151,3 +151,36 @@ def test_batch_size_above_what_the_pool_holds_for_every_partition(broker):
             assert stats["records_acked"] / stats["batches"] >= 200, stats
     msgs = _all(read_back(broker.bootstrap, "tight", timeout=120))
     assert sorted(m.value for m in msgs) == sorted(values * 2)
+
+
+@pytest.mark.timeout(300)
+def test_a_long_column_runs_the_wanted_steps_while_it_is_queued(broker):
+    """send_many's loop holds the GIL without running bytecode, so the interpreter never
+    hands it to the I/O thread: the call itself runs the steps the Sender's turn wants
+    (responses, the next requests, delivery callbacks) between chunks, as send() does.
+    Acknowledgements therefore arrive while the column is still being queued."""
+    import threading
+
+    broker.create_topic("many-steps", 4)
+    n = 400_000
+    main = threading.get_ident()
+    acked_during = []
+
+    with Producer(bootstrap_servers=broker.bootstrap) as p:
+        p.send("many-steps", b"w").result(30)
+        before = p.metrics().get("steps_by_application", 0)
+        queued = [False]
+
+        def cb(err, meta):
+            assert err is None
+            if not queued[0] and threading.get_ident() == main:
+                acked_during.append(meta.offset)
+
+        res = p.send_many("many-steps", [b"v" * 100] * n, [b"%d" % (i % 1000) for i in range(n)],
+                          on_delivery=cb)
+        queued[0] = True
+        during = p.metrics().get("steps_by_application", 0) - before
+        assert res.wait(120) and (res.acked, res.failed) == (n, 0)
+    assert during > 0 and acked_during, (during, len(acked_during))
+    got = read_back(broker.bootstrap, "many-steps", timeout=120)
+    assert sum(len(ms) for ms in got.values()) == n + 1

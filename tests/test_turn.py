@@ -60,11 +60,13 @@ def test_a_readable_descriptor_raises_pending_until_a_step_is_done(pipe):
     r, w = pipe
     t = SenderTurn(r)
     try:
-        assert not t.pending and t.raised == 0
+        assert not t.pending and t.raised == 0 and t.raised_at_us == 0
         assert not t.wait(30)            # nothing readable, no deadline
+        before = now_us()
         os.write(w, b"x")
         assert t.wait(5000) and t.pending
         assert t.raised == 1
+        assert before <= t.raised_at_us <= now_us()    # when: what metrics() measures from
         # A step that did not consume the readiness: the watcher raises again at once.
         t.done(-1)
         assert t.wait(5000) and t.raised == 2
@@ -167,3 +169,34 @@ def test_a_forked_child_drops_its_copy_without_touching_the_parents_watcher(pipe
     os.write(w, b"x")                     # the parent's watcher still works
     assert t.wait(5000)
     t.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_sending_application_runs_steps_and_callbacks_itself_an_idle_one_leaves_them(broker):
+    """The producer's side of the turn: a thread busy sending runs the wanted steps (and so
+    the delivery callbacks) itself; one that waits leaves them to the I/O thread. metrics()
+    counts both, and how long a wanted step waited for a thread with the GIL."""
+    from kproducer import Producer
+
+    broker.create_topic("turn-app", 4)
+    main = threading.get_ident()
+    on_main = [0, 0]
+
+    def cb(err, meta):
+        assert err is None
+        on_main[threading.get_ident() == main] += 1
+
+    n = 200_000
+    with Producer(bootstrap_servers=broker.bootstrap) as p:
+        for i in range(n):
+            p.send("turn-app", b"v", key=b"%d" % (i % 100), on_delivery=cb)
+        p.flush()
+        m = p.metrics()
+    assert m["records_acked"] == n and sum(on_main) == n
+    assert m["steps_by_application"] > 0 and on_main[True] > 0, (m, on_main)
+    assert 0 <= m["step_wait_us_max"] <= m["step_wait_us_total"]
+
+    with Producer(bootstrap_servers=broker.bootstrap) as p:
+        p.send("turn-app", b"x").result(30)
+        m = p.metrics()
+    assert m["steps_by_io_thread"] > 0 and m["records_acked"] == 1, m

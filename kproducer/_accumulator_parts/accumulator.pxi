@@ -36,6 +36,9 @@ cdef class RecordAccumulator:
     # The Sender's turn (set by the Sender): a batch that became sendable, or will be after
     # linger.ms, names its deadline to the watcher thread. Without one, ``wakeup()``.
     cdef public SenderTurn turn
+    # The Sender's step for a thread that holds the GIL (Sender.step_from_app, set by the
+    # Sender): append_many runs it between chunks when the turn wants one, as send() does.
+    cdef public object step
     # The sticky partitioner's inputs: its random draws, adaptive partitioning, and the
     # per-node (ready_ms, drain_ms) of Java's NodeLatencyStats (written by the Sender through
     # update_node_latency, read by ready(): both on the I/O thread).
@@ -369,6 +372,8 @@ cdef class RecordAccumulator:
         cdef const int64_t *ts_array = NULL
         cdef list fut_list = None
         cdef Py_ssize_t j
+        cdef bint step_now = False
+        cdef SenderTurn turn = self.turn
 
         self._check_open()
         vsrc.setup(values, "values")
@@ -491,6 +496,15 @@ cdef class RecordAccumulator:
                         if fut_list is not None:
                             fut_list.append(make_future(b.result, b.w.count - 1, ts))
                         i += 1
+                        # This loop holds the GIL and runs no bytecode, so the interpreter
+                        # never makes it let go: a column of a million records would keep
+                        # the I/O thread from every step (responses, the next requests)
+                        # until it ends. Every STEP_CHECK records it looks at the turn, and
+                        # runs a wanted step itself outside the lock.
+                        if (i & (STEP_CHECK - 1)) == 0 and turn is not None and turn.wanted() \
+                                and self.step is not None:
+                            step_now = True
+                            break
                 finally:
                     # Register the open runs before the lock goes: the batches may be
                     # drained (and completed) as soon as it is released.
@@ -502,6 +516,10 @@ cdef class RecordAccumulator:
                 if due != NO_DUE:
                     self._notify(due, now)
                     due = NO_DUE
+                if step_now or (need and turn is not None and turn.wanted() and self.step is not None):
+                    # (Before a wait for memory too: the step may complete batches and free it.)
+                    step_now = False
+                    self.step()
                 if need:
                     # Wait for a quarter of the pool, not just one batch: resuming at the first
                     # freed batch would retake the GIL at once and starve the I/O thread again.

@@ -46,6 +46,11 @@ cdef class SenderTurn:
         """How many times the watcher asked for a step."""
         return 0 if self.t == NULL else kp_turn_raised(self.t)
 
+    @property
+    def raised_at_us(self):
+        """When a step was last asked for (``now_us()``'s clock; 0: never)."""
+        return 0 if self.t == NULL else kp_turn_raised_at_us(self.t)
+
     def wake(self):
         """Asks for a step at once."""
         if self.t != NULL:
