@@ -180,14 +180,14 @@ class Sender:
             self._step_owner = None
             lock.release()
 
-    def step_from_app(self) -> None:
+    def step_from_app(self) -> bool:
         """Runs the step the watcher asked for, from a thread that holds the GIL already
         (``send()``), instead of leaving it to the I/O thread, which would wait up to a
-        switch interval for the GIL; does nothing when another thread is stepping.
+        switch interval for the GIL; does nothing (False) when another thread is stepping.
         Callbacks of the batches it completes run on this thread."""
         lock = self._step_lock
         if not lock.acquire(False):
-            return
+            return False
         try:
             self._step_owner = threading.get_ident()
             self.stats["steps_by_application"] += 1
@@ -195,6 +195,7 @@ class Sender:
         finally:
             self._step_owner = None
             lock.release()
+        return True
 
     def in_step(self) -> bool:
         """True on the thread running a step (e.g. in a delivery callback)."""

@@ -501,10 +501,16 @@ cdef class RecordAccumulator:
                         # the I/O thread from every step (responses, the next requests)
                         # until it ends. Every STEP_CHECK records it looks at the turn, and
                         # runs a wanted step itself outside the lock.
-                        if (i & (STEP_CHECK - 1)) == 0 and turn is not None and turn.wanted() \
-                                and self.step is not None:
-                            step_now = True
-                            break
+                        if (i & (STEP_CHECK - 1)) == 0 and turn is not None:
+                            # The batches' deadlines go to the watcher now, not at the end
+                            # of the chunk: the step they call for is wanted meanwhile.
+                            if due != NO_DUE:
+                                turn.due_at_wall(now + due)
+                                due = NO_DUE
+                            now = now_ms()
+                            if turn.wanted() and self.step is not None:
+                                step_now = True
+                                break
                 finally:
                     # Register the open runs before the lock goes: the batches may be
                     # drained (and completed) as soon as it is released.
@@ -519,7 +525,11 @@ cdef class RecordAccumulator:
                 if step_now or (need and turn is not None and turn.wanted() and self.step is not None):
                     # (Before a wait for memory too: the step may complete batches and free it.)
                     step_now = False
-                    self.step()
+                    if not self.step():
+                        # Another thread is mid-step (in its poll, without the GIL) and
+                        # needs the GIL back to finish, which this loop would not give up
+                        # until the column ends: wait (without the GIL) until it is done.
+                        turn.wait_clear(1)
                 if need:
                     # Wait for a quarter of the pool, not just one batch: resuming at the first
                     # freed batch would retake the GIL at once and starve the I/O thread again.
