@@ -160,6 +160,7 @@ class BuiltInPartitioner:
 class RecordAccumulator:
     """Per-partition queues of record batches over a bounded pool (Java's RecordAccumulator)."""
     turn: Optional[SenderTurn]
+    step: Optional[Callable[[], Any]]
     @property
     def batch_size(self) -> int: ...
     @property
