@@ -213,6 +213,10 @@ void kp_turn_done(kp_turn *t, int64_t due_us)
     t->due_us = due_us;
     __atomic_store_n(&t->pending, 0, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&t->cv);
+    /* A step nobody asked for (a closing Sender's) finds the watcher in poll(2) towards a
+     * later deadline, or none: it must look at this one. */
+    if (t->polling && due_us >= 0 && (t->poll_until < 0 || due_us < t->poll_until))
+        rearm(t);
     pthread_mutex_unlock(&t->mu);
 }
 

@@ -88,6 +88,19 @@ def test_the_deadline_of_a_step_raises_pending_when_it_passes(pipe):
         t.close()
 
 
+def test_a_step_nobody_asked_for_rearms_a_watcher_asleep_without_a_deadline(pipe):
+    """A closing Sender steps without a raise: its done() finds the watcher in poll(2) with
+    no deadline (or a later one) and must wake it to watch the new one."""
+    t = SenderTurn(pipe[0])
+    try:
+        assert not t.wait(50)             # the watcher is asleep in poll(2), no deadline
+        due = now_us() + 30_000
+        t.done(due)
+        assert t.wait(5000) and now_us() >= due
+    finally:
+        t.close()
+
+
 def test_an_earlier_deadline_between_steps_rearms_a_sleeping_watcher(pipe):
     t = SenderTurn(pipe[0])
     try:
