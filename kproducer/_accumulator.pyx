@@ -25,6 +25,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uintptr_t
 from libc.stdlib cimport calloc, free
 
 from cpython.ref cimport PyObject
+cimport cython
 from kproducer._cdefs.common cimport *
 from kproducer._cdefs.batch cimport *
 from kproducer._cdefs.buf cimport kp_buf_resize

@@ -20,8 +20,12 @@ RecordFuture and ``send_many()``'s SendManyResult) are awaitable from any runnin
   a wait (the topic's metadata, room in ``buffer.memory``) or Python (serializers, a custom
   partitioner, a transaction's checks), the blocking ``Producer.send`` runs in the loop's
   default executor and is awaited, so ``max.block.ms`` and every error are as in the sync API.
-  Every 256 sends it yields to the loop once, so a tight ``await p.send(...)`` loop does not
-  starve other tasks.
+- ``send`` keeps the loop's turns short whatever the number of sending tasks: the sends of one
+  turn of the loop share a slice of ``_SLICE_S`` (2 ms); a send that finds the slice spent
+  waits, with nothing queued yet, until the loop has run everything else that was ready (its
+  timers, its I/O, other tasks), then queues its record. ``await p.send(...)`` rarely
+  suspends otherwise (its record is queued at once), so without the slice a hundred tasks
+  each sending a hundred records per turn would hold the loop a hundred milliseconds.
 - Completions reach a loop in bulk: the I/O thread appends settled futures to the loop's
   queue and wakes the loop (``call_soon_threadsafe``) only when the queue was empty, so one
   wake-up serves every record settled until the loop runs. Several loops in several threads
@@ -38,15 +42,23 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import sys
 import threading
+import time
 import weakref
 
+from kproducer import _accumulator
 from kproducer.producer import Producer
 
 __all__ = ["AIOProducer", "loop_future"]
 
-_YIELD_EVERY = 256
+_clock = time.perf_counter
+_running_loop = asyncio.get_running_loop
+_get_running_loop = asyncio._get_running_loop
 _DRAIN_AT_ONCE = 512
+# The loop time the sends of one turn of the loop may take together (steps of the Sender
+# that a send runs included) before later sends wait for the loop's next turn.
+_SLICE_S = 0.002
 
 
 class _LoopQueue:
@@ -58,6 +70,11 @@ class _LoopQueue:
         self.items: collections.deque = collections.deque()
         self.lock = threading.Lock()
         self.scheduled = False
+        # The sends' slice of the loop's turn (send_slot): when it ends (0.0: none begun)
+        # and the sends waiting for the next one (a future each: one waiter's cancellation
+        # must not cancel the others).
+        self.slice_end = 0.0
+        self.slice_waiters: list = []
 
     def push(self, waiter: asyncio.Future, source) -> None:      # any thread
         self.items.append((waiter, source))
@@ -96,6 +113,26 @@ class _LoopQueue:
             else:
                 self.scheduled = False
 
+    def begin_slice(self, now: float) -> None:          # the loop's thread
+        self.slice_end = now + _SLICE_S
+        # The next turn of the loop ends the slice (and lets its waiters send): it runs
+        # after every handle that was ready when the slice began.
+        self.loop.call_soon(self.end_slice)
+
+    def end_slice(self) -> None:                           # the loop's thread
+        self.slice_end = 0.0
+        waiters = self.slice_waiters
+        if waiters:
+            self.slice_waiters = []
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
+
+    def slice_waiter(self) -> asyncio.Future:             # the loop's thread
+        w = self.loop.create_future()
+        self.slice_waiters.append(w)
+        return w
+
 
 _queues: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopQueue]" = weakref.WeakKeyDictionary()
 _queues_lock = threading.Lock()
@@ -109,6 +146,35 @@ def _queue(loop) -> _LoopQueue:
             if q is None:
                 q = _queues[loop] = _LoopQueue(loop)
     return q
+
+
+class _Local(threading.local):
+    lq = None       # the _LoopQueue of the loop that ran last in this thread
+
+
+_local = _Local()
+
+
+def turn_waiter():
+    """Where kproducer's awaitables take part in the loop turn's slice (``send``, and
+    awaiting a settled future): None while the running loop's current turn has slice left
+    (a slice begins with the turn's first such await), else a future to await first, done
+    at the loop's next turn; None outside a running loop."""
+    loop = _get_running_loop()
+    if loop is None:
+        return None
+    lq = _local.lq
+    if lq is None or lq.loop is not loop:
+        lq = _local.lq = _queue(loop)
+    if lq.slice_waiters:
+        return lq.slice_waiter()        # behind those already waiting
+    now = _clock()
+    if lq.slice_end == 0.0:
+        lq.begin_slice(now)
+        return None
+    if now >= lq.slice_end:
+        return lq.slice_waiter()
+    return None
 
 
 def loop_future(source) -> asyncio.Future:
@@ -127,7 +193,6 @@ class AIOProducer:
     def __init__(self, config=None, /, **settings):
         self._config, self._settings = config, settings
         self._producer: Producer | None = None
-        self._sends = 0
 
     @property
     def producer(self) -> Producer:
@@ -157,15 +222,19 @@ class AIOProducer:
     async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
                    headers=None, on_delivery=None):
         """Queues one record and returns its future (await it for the RecordMetadata). Waits
-        for metadata or buffer memory are awaited, never blocking the loop."""
-        p = self.producer
+        for metadata or buffer memory are awaited, never blocking the loop; so is the next
+        turn of the loop when this turn's sends have had their slice (cancelling that wait
+        queues nothing)."""
+        p = self._producer
+        if p is None:
+            p = self.producer       # raises: not started
+        waiter = turn_waiter()
+        if waiter is not None:
+            await waiter            # this turn's slice is spent: the next one, then send
         fut = p._send_path.try_send(topic, value, key, partition, timestamp_ms, headers, on_delivery)
         if fut is None:
-            fut = await asyncio.get_running_loop().run_in_executor(None, functools.partial(
+            fut = await _running_loop().run_in_executor(None, functools.partial(
                 p.send, topic, value, key, partition, timestamp_ms, headers, on_delivery))
-        self._sends += 1
-        if self._sends % _YIELD_EVERY == 0:
-            await asyncio.sleep(0)      # a tight send loop lets the loop's other tasks run
         return fut
 
     async def send_and_wait(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
@@ -188,3 +257,6 @@ class AIOProducer:
 
     def metrics(self) -> dict:
         return self.producer.metrics()
+
+
+_accumulator._bind_aio(sys.modules[__name__])

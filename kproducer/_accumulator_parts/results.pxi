@@ -1,5 +1,23 @@
 # Part of the kproducer._accumulator extension (included by _accumulator.pyx): the completion of a batch and of its records (Java's ProduceRequestResult, FutureRecordMetadata).
 
+# kproducer.aio once imported (it imports this module): the loop's slices and queues.
+cdef object _aio = None
+
+
+cdef object _aio_module():
+    global _aio
+    if _aio is None:
+        import kproducer.aio
+        _aio = kproducer.aio
+    return _aio
+
+
+def _bind_aio(module):
+    """kproducer.aio, at its import: settled futures awaited in a loop take part in its slices."""
+    global _aio
+    _aio = module
+
+
 cdef class BatchResult:
     """The outcome of one batch (Java's ProduceRequestResult), shared by its
     records' futures. Completed once, by the Sender thread."""
@@ -132,6 +150,13 @@ cdef class BatchResult:
             self._done_callbacks = None
 
 
+# Not tracked by the garbage collector: an application holds many (a window of sends per
+# task), and a collection of the youngest generation would walk each of them. A future refers
+# to nothing but its BatchResult, and any cycle through it (a done-callback or on_delivery
+# closure that holds the future) is broken when the batch completes or is failed, which every
+# batch is, at the latest when the producer closes.
+@cython.no_gc
+@cython.freelist(64)
 cdef class RecordFuture:
     """The future ``send()`` returns: ``result(timeout)`` gives a RecordMetadata or
     raises the record's error. Compatible with concurrent.futures.Future's
@@ -212,18 +237,43 @@ cdef class RecordFuture:
     def __await__(self):
         """``await future`` in any running event loop: the RecordMetadata, or the record's
         error raised. Completions reach each loop in bulk (kproducer.aio); a settled future
-        answers at once, without the loop."""
-        if self.done():
-            return _settled(self.result, 0)
-        from kproducer.aio import loop_future
-        return loop_future(self).__await__()
-
+        answers at once, without the loop, within the loop turn's slice (kproducer.aio)."""
+        cdef BatchResult r
+        self._follow()
+        r = self._result
+        if r._done and r._redirect is None:
+            if _aio is not None:
+                waiter = (<object>_aio).turn_waiter()
+                if waiter is not None:           # this turn's slice is spent: the next one
+                    return _record_after(waiter, self)
+            return _settled_record(self)
+        return _aio_module().loop_future(self).__await__()
 
 
 def _settled(get, *args):
     """The iterator ``__await__`` returns for what is settled already: no suspension."""
     return get(*args)
     yield
+
+
+def _settled_record(RecordFuture f):
+    """A settled RecordFuture's outcome, as ``__await__``'s iterator: no suspension."""
+    cdef BatchResult r = f._result
+    if r.error is not None:
+        raise r.error
+    return r.metadata_for(f._index, f._timestamp)
+    yield
+
+
+def _value_after(waiter, value):
+    yield from waiter.__await__()
+    return value
+
+
+def _record_after(waiter, RecordFuture f):
+    """A settled RecordFuture's outcome once ``waiter`` (the loop's next turn) is done."""
+    yield from waiter.__await__()
+    return (yield from _settled_record(f))
 
 
 cdef inline RecordFuture make_future(BatchResult result, int32_t index, int64_t timestamp):
@@ -287,9 +337,12 @@ cdef class SendManyResult:
         """``await result`` in any running event loop: this result, once every record is
         acknowledged or failed (then ``raise_for_errors()``)."""
         if self.done():
+            if _aio is not None:
+                waiter = (<object>_aio).turn_waiter()
+                if waiter is not None:           # this turn's slice is spent: the next one
+                    return _value_after(waiter, self)
             return _settled(lambda: self)
-        from kproducer.aio import loop_future
-        return loop_future(self).__await__()
+        return _aio_module().loop_future(self).__await__()
 
     def done(self):
         return self.acked + self.failed >= self.records
