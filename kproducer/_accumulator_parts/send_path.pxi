@@ -63,9 +63,10 @@ cdef class SendPath:
 
     def try_send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
                  headers=None, on_delivery=None):
-        """send() that never waits (the asyncio front's fast path): the record's future, or
-        None, with nothing queued, when it needs Python (serializers, a custom partitioner,
-        a transaction's checks, a fork) or a wait (unknown metadata, a full pool)."""
+        """send() that never waits (the asyncio front's fast path): the record's future; or,
+        with nothing queued, what it lacks: NEED_METADATA (the topic's partition count) or
+        NEED_MEMORY (room in the pool; ``acc.last_need`` bytes), or None when it needs
+        Python (serializers, a custom partitioner, a transaction's checks, a fork)."""
         cdef object fut
         if self.needs_python or self.generation != _fork_generation or type(topic) is not str:
             return None
@@ -74,6 +75,4 @@ cdef class SendPath:
             self.turn.touch()
             if self.turn.wanted():
                 self.step()     # the loop's thread settles what is due (its own futures too)
-        if fut is NEED_METADATA or fut is NEED_MEMORY:
-            return None
         return fut
