@@ -66,7 +66,7 @@ _get_running_loop = asyncio._get_running_loop
 _current_task = asyncio.current_task
 _DRAIN_AT_ONCE = 512
 # Waiting sends and awaits let go per turn of the loop (end_slice).
-_WAKE_AT_ONCE = 4
+_WAKE_AT_ONCE = 2
 # How long the I/O thread leaves a wanted Sender step to the attached loop (_LoopTurn) before
 # it runs the step itself: only a loop held up by its application's own work takes longer.
 _LOOP_GRACE_MS = 20
@@ -91,6 +91,7 @@ class _LoopQueue:
         self.slice_waiters: collections.deque = collections.deque()
         self.ending = False                      # end_slice is scheduled
         self.woken: set = set()                  # the tasks the last end_slice let go
+        self.resumed: collections.deque = collections.deque()   # ... whose slice ran out
 
     def push(self, waiter: asyncio.Future, source) -> None:      # any thread
         self.items.append((waiter, source))
@@ -139,27 +140,29 @@ class _LoopQueue:
 
     def end_slice(self) -> None:                           # the loop's thread
         """A turn of the loop: the slice ends, and the first _WAKE_AT_ONCE waiting tasks go
-        on, first come first woken, each with at least one send or await (none waits for
-        ever); until the next end_slice, other tasks wait behind those still waiting
-        rather than barge in. The others wait for a later turn: all woken at once, most
-        would only wait again (a hundred tasks woken and suspended every turn)."""
+        on, each with at least one send or await (none waits for ever): first those let go
+        before whose slice ran out (in their order), then the others in the order they came.
+        Until the next end_slice, tasks not let go wait behind them rather than barge in.
+        The others wait for later turns: all woken at once, most would only wait again (a
+        hundred tasks woken and suspended every turn)."""
         self.ending = False
         self.slice_end = 0.0
-        waiters = self.slice_waiters
         woken = self.woken
         woken.clear()
-        while waiters and len(woken) < _WAKE_AT_ONCE:
-            w, task = waiters.popleft()
-            if not w.done():        # not cancelled
-                w.set_result(None)
-                woken.add(task)
-        if waiters:
+        for waiters in (self.resumed, self.slice_waiters):
+            while waiters and len(woken) < _WAKE_AT_ONCE:
+                w, task = waiters.popleft()
+                if not w.done():        # not cancelled
+                    w.set_result(None)
+                    woken.add(task)
+        if self.resumed or self.slice_waiters:
             self.ending = True
             self.loop.call_soon(self.end_slice)
 
-    def slice_waiter(self) -> asyncio.Future:             # the loop's thread
+    def slice_waiter(self, task) -> asyncio.Future:       # the loop's thread
         w = self.loop.create_future()
-        self.slice_waiters.append((w, _current_task(self.loop)))
+        # A task let go whose slice ran out keeps its place: first in the next turn.
+        (self.resumed if task in self.woken else self.slice_waiters).append((w, task))
         return w
 
 
@@ -310,19 +313,23 @@ def turn_waiter():
     awaiting a settled future): None while the running loop's current slice lasts (a slice
     begins with the first such await after one ended), else a future to await first, done
     at a later turn of the loop (first come, first woken); None outside a running loop."""
-    loop = _get_running_loop()
-    if loop is None:
-        return None
     lq = _local.lq
-    if lq is None or lq.loop is not loop:
+    if lq is None or not lq.loop.is_running():
+        # (asyncio's get_running_loop costs a getpid() system call: once per loop run here)
+        loop = _get_running_loop()
+        if loop is None:
+            return None
         lq = _local.lq = _queue(loop)
+    loop = lq.loop
     now = _clock()
     if lq.slice_end == 0.0:
         lq.begin_slice(now)
     elif now >= lq.slice_end:
-        return lq.slice_waiter()
-    if lq.slice_waiters and _current_task(loop) not in lq.woken:
-        return lq.slice_waiter()        # behind those waiting
+        return lq.slice_waiter(_current_task(loop))
+    if lq.slice_waiters or lq.resumed:
+        task = _current_task(loop)
+        if task not in lq.woken:
+            return lq.slice_waiter(task)        # behind those waiting
     return None
 
 
