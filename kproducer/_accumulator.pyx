@@ -81,6 +81,7 @@ def wall_clock_ms():
 
 # One extension module, one concern per included file (asyncpg's layout): no cross-module
 # call cost between the futures, the columns, the pool, the batches and the accumulator.
+include "_accumulator_parts/loop_slice.pxi"
 include "_accumulator_parts/results.pxi"
 include "_accumulator_parts/record_args.pxi"
 include "_accumulator_parts/columns.pxi"

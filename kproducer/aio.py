@@ -54,13 +54,14 @@ import time
 import weakref
 
 from kproducer import _accumulator
-from kproducer._accumulator import NEED_MEMORY, NEED_METADATA
+from kproducer._accumulator import NEED_MEMORY, NEED_METADATA, LoopSlice, bind_slice
+from kproducer._accumulator import turn_waiter as _turn_check
 from kproducer.errors import KafkaError, KafkaTimeoutError
 from kproducer.producer import Producer
 
 __all__ = ["AIOProducer", "loop_future"]
 
-_clock = time.perf_counter
+_clock = time.monotonic          # CLOCK_MONOTONIC: the clock LoopSlice.end is read against
 _running_loop = asyncio.get_running_loop
 _get_running_loop = asyncio._get_running_loop
 _current_task = asyncio.current_task
@@ -87,10 +88,12 @@ class _LoopQueue:
         # The sends' slice of the loop's turn (send_slot): when it ends (0.0: none begun)
         # and the sends waiting for the next one (a future each: one waiter's cancellation
         # must not cancel the others).
-        self.slice_end = 0.0
+        self.slice = LoopSlice()                 # what sends and awaits read (in C)
+        self.slice.loop = loop
         self.slice_waiters: collections.deque = collections.deque()
         self.ending = False                      # end_slice is scheduled
         self.woken: set = set()                  # the tasks the last end_slice let go
+        self.slice.woken = self.woken
         self.resumed: collections.deque = collections.deque()   # ... whose slice ran out
 
     def push(self, waiter: asyncio.Future, source) -> None:      # any thread
@@ -131,7 +134,7 @@ class _LoopQueue:
                 self.scheduled = False
 
     def begin_slice(self, now: float) -> None:          # the loop's thread
-        self.slice_end = now + _SLICE_S
+        self.slice.end = now + _SLICE_S
         if not self.ending:
             # The next turn of the loop ends the slice: it runs after every handle that was
             # ready when the slice began.
@@ -146,7 +149,7 @@ class _LoopQueue:
         The others wait for later turns: all woken at once, most would only wait again (a
         hundred tasks woken and suspended every turn)."""
         self.ending = False
-        self.slice_end = 0.0
+        self.slice.end = 0.0
         woken = self.woken
         woken.clear()
         for waiters in (self.resumed, self.slice_waiters):
@@ -158,11 +161,14 @@ class _LoopQueue:
         if self.resumed or self.slice_waiters:
             self.ending = True
             self.loop.call_soon(self.end_slice)
+        else:
+            self.slice.waiting = False
 
     def slice_waiter(self, task) -> asyncio.Future:       # the loop's thread
         w = self.loop.create_future()
         # A task let go whose slice ran out keeps its place: first in the next turn.
         (self.resumed if task in self.woken else self.slice_waiters).append((w, task))
+        self.slice.waiting = True
         return w
 
 
@@ -312,7 +318,9 @@ def turn_waiter():
     """Where kproducer's awaitables take part in the loop turn's slice (``send``, and
     awaiting a settled future): None while the running loop's current slice lasts (a slice
     begins with the first such await after one ended), else a future to await first, done
-    at a later turn of the loop (first come, first woken); None outside a running loop."""
+    at a later turn of the loop (first come, first woken); None outside a running loop.
+    The compiled check (``_accumulator.turn_waiter``) answers the common case, a slice
+    under way, by itself, and calls this for the rest."""
     lq = _local.lq
     if lq is None or not lq.loop.is_running():
         # (asyncio's get_running_loop costs a getpid() system call: once per loop run here)
@@ -320,11 +328,12 @@ def turn_waiter():
         if loop is None:
             return None
         lq = _local.lq = _queue(loop)
+        bind_slice(lq.slice)
     loop = lq.loop
     now = _clock()
-    if lq.slice_end == 0.0:
+    if lq.slice.end == 0.0:
         lq.begin_slice(now)
-    elif now >= lq.slice_end:
+    elif now >= lq.slice.end:
         return lq.slice_waiter(_current_task(loop))
     if lq.slice_waiters or lq.resumed:
         task = _current_task(loop)
@@ -389,7 +398,7 @@ class AIOProducer:
         p = self._producer
         if p is None:
             p = self.producer       # raises: not started
-        waiter = turn_waiter()
+        waiter = _turn_check()
         if waiter is not None:
             await waiter            # this turn's slice is spent: the next one, then send
         fut = p._send_path.try_send(topic, value, key, partition, timestamp_ms, headers, on_delivery)
@@ -420,4 +429,4 @@ class AIOProducer:
         return self.producer.metrics()
 
 
-_accumulator._bind_aio(sys.modules[__name__])
+_accumulator._bind_aio(sys.modules[__name__], asyncio.tasks._current_tasks)

@@ -1,23 +1,5 @@
 # Part of the kproducer._accumulator extension (included by _accumulator.pyx): the completion of a batch and of its records (Java's ProduceRequestResult, FutureRecordMetadata).
 
-# kproducer.aio once imported (it imports this module): the loop's slices and queues.
-cdef object _aio = None
-
-
-cdef object _aio_module():
-    global _aio
-    if _aio is None:
-        import kproducer.aio
-        _aio = kproducer.aio
-    return _aio
-
-
-def _bind_aio(module):
-    """kproducer.aio, at its import: settled futures awaited in a loop take part in its slices."""
-    global _aio
-    _aio = module
-
-
 cdef class BatchResult:
     """The outcome of one batch (Java's ProduceRequestResult), shared by its
     records' futures. Completed once, by the Sender thread."""
@@ -243,7 +225,7 @@ cdef class RecordFuture:
         r = self._result
         if r._done and r._redirect is None:
             if _aio is not None:
-                waiter = (<object>_aio).turn_waiter()
+                waiter = turn_check()
                 if waiter is not None:           # this turn's slice is spent: the next one
                     return _record_after(waiter, self)
             return _settled_record(self)
@@ -338,7 +320,7 @@ cdef class SendManyResult:
         acknowledged or failed (then ``raise_for_errors()``)."""
         if self.done():
             if _aio is not None:
-                waiter = (<object>_aio).turn_waiter()
+                waiter = turn_check()
                 if waiter is not None:           # this turn's slice is spent: the next one
                     return _value_after(waiter, self)
             return _settled(lambda: self)
