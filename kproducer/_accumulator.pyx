@@ -49,6 +49,7 @@ log = logging.getLogger("kproducer")
 
 RecordMetadata = namedtuple("RecordMetadata", "topic partition offset timestamp")
 RecordMetadata.__doc__ = "Where an acknowledged record was written (offset -1 with acks=0)."
+_tuple_new = tuple.__new__
 
 # Sentinels append() returns when the caller must take the slow path.
 NEED_METADATA = object()

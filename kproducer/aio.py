@@ -201,6 +201,8 @@ class _LoopTurn:
         self.fd = os.dup(self.turn.loop_fd())    # ours: the turn closes its own
         loop.add_reader(self.fd, self._wanted)
         self.turn.attach_loop(1, _LOOP_GRACE_MS)
+        self.send_path = producer._send_path
+        self.send_path.loop_steps = True     # one step per turn, not one mid-slice
 
     def _wanted(self) -> None:
         try:
@@ -213,6 +215,7 @@ class _LoopTurn:
     def close(self) -> None:
         if self.fd < 0:
             return
+        self.send_path.loop_steps = False
         self.turn.attach_loop(-1)
         try:
             self.loop.remove_reader(self.fd)

@@ -38,7 +38,8 @@ cdef class BatchResult:
     cdef object metadata_for(self, int32_t index, int64_t timestamp):
         cdef int64_t offset = self.base_offset + index if self.base_offset >= 0 else -1
         cdef int64_t ts = self.log_append_time if self.log_append_time >= 0 else timestamp
-        return RecordMetadata(self.topic, self.partition, offset, ts)
+        # tuple.__new__ straight: the namedtuple's own __new__ is a Python function.
+        return _tuple_new(RecordMetadata, (self.topic, self.partition, offset, ts))
 
     def wait(self, timeout=None):
         """Blocks until done or ``timeout`` seconds pass; True when done. A split

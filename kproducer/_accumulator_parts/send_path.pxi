@@ -36,6 +36,10 @@ cdef class SendPath:
     # than leave the I/O thread waiting up to a switch interval for the GIL.
     cdef SenderTurn turn
     cdef object step
+    # Settable: an event loop runs the wanted steps (kproducer.aio._LoopTurn, woken by the
+    # watcher): try_send leaves them to it, one per turn of the loop, rather than run one
+    # in the middle of the turn's sends.
+    cdef public bint loop_steps
 
     def __cinit__(self, RecordAccumulator acc, slow, bint needs_python, SenderTurn turn=None,
                   step=None):
@@ -73,6 +77,6 @@ cdef class SendPath:
         fut = self.acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
         if self.turn is not None:
             self.turn.touch()
-            if self.turn.wanted():
+            if not self.loop_steps and self.turn.wanted():
                 self.step()     # the loop's thread settles what is due (its own futures too)
         return fut
