@@ -117,16 +117,8 @@ class _LoopQueue:
         # (the I/O thread settles whole batches) must not hold the loop for long.
         for _ in range(min(len(items), _DRAIN_AT_ONCE)):
             waiter, source = items.popleft()
-            if waiter.done():       # cancelled: the record goes on regardless
-                continue
-            if hasattr(source, "result"):
-                exc = source.exception(0)
-                if exc is not None:
-                    waiter.set_exception(exc)
-                else:
-                    waiter.set_result(source.result(0))
-            else:                   # a SendManyResult: settled as a whole
-                waiter.set_result(source)
+            if not waiter.done():   # cancelled: the record goes on regardless
+                source._settle(waiter)
         with self.lock:
             if items:
                 self.loop.call_soon(self.drain)      # still scheduled: no wake-up needed

@@ -327,3 +327,35 @@ def test_a_closed_producer_and_a_vanished_broker_are_clear_errors(broker, kind):
             await p.send("gone", b"x", partition=0)
 
     run(kind, main())
+
+
+@pytest.mark.parametrize("kind", ["asyncio", "uvloop"])
+def test_a_send_cancelled_while_it_waits_for_the_next_turn_queues_nothing(broker, kind, monkeypatch):
+    """Past the loop turn's slice a send waits for a later turn before it queues anything:
+    cancelled then, its record is not sent (and the sends before it are)."""
+    import kproducer.aio as aio
+    broker.create_topic("turn-cancel", 1)
+
+    async def main():
+        async with AIOProducer(bootstrap_servers=broker.bootstrap) as p:
+            await p.partitions_for("turn-cancel")
+            monkeypatch.setattr(aio, "_SLICE_S", 0.0)     # every slice is spent at once
+
+            async def two():
+                await p.send("turn-cancel", b"first", partition=0)    # begins the slice
+                await p.send("turn-cancel", b"second", partition=0)   # waits for a turn
+
+            task = asyncio.ensure_future(two())
+            await asyncio.sleep(0)          # the task sent "first" and waits for a turn
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            monkeypatch.setattr(aio, "_SLICE_S", 0.002)
+            third = await p.send("turn-cancel", b"third", partition=0)
+            await p.flush(30)
+            return third.result(0), p.metrics()
+
+    md, metrics = run(kind, main())
+    assert metrics["records_acked"] == 2 and md.offset == 1
+    got = read_back(broker.bootstrap, "turn-cancel", timeout=30)[0]
+    assert [m.value for m in got] == [b"first", b"third"]

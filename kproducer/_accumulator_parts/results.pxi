@@ -217,6 +217,16 @@ cdef class RecordFuture:
         else:
             self._result.add_done_callback_for(self._index, self, fn)
 
+    def _settle(self, waiter):
+        """Gives ``waiter`` (an asyncio future) this settled future's outcome."""
+        cdef BatchResult r
+        self._follow()
+        r = self._result
+        if r.error is not None:
+            waiter.set_exception(r.error)
+        else:
+            waiter.set_result(r.metadata_for(self._index, self._timestamp))
+
     def __await__(self):
         """``await future`` in any running event loop: the RecordMetadata, or the record's
         error raised. Completions reach each loop in bulk (kproducer.aio); a settled future
@@ -315,6 +325,10 @@ cdef class SendManyResult:
                 self._callbacks.append(fn)
                 return
         self._run_callbacks([fn])
+
+    def _settle(self, waiter):
+        """Gives ``waiter`` (an asyncio future) this settled result."""
+        waiter.set_result(self)
 
     def __await__(self):
         """``await result`` in any running event loop: this result, once every record is
