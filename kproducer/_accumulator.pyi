@@ -24,6 +24,8 @@ class RecordMetadata(NamedTuple):
 
 def wall_clock_ms() -> int: ...
 def fork_generation() -> int: ...
+def bind_slice(s: LoopSlice) -> None: ...
+def turn_waiter() -> Any: ...
 def batch_from_records(topic: str, partition: int, records: Sequence[Any], codec: int, level: Any,
                        result_owner: Any = ...) -> ProducerBatch: ...
 
@@ -244,9 +246,18 @@ class SenderTurn:
     def wall_to_mono_us(wall_ms: int) -> int: ...
 
 @disjoint_base
+class LoopSlice:
+    """One event loop's slice (kproducer.aio): what every send and settled await reads."""
+    end: float
+    waiting: bool
+    loop: Any
+    woken: Optional[set[Any]]
+
+@disjoint_base
 class SendPath:
     """Producer.send without Python frames; see Producer.send."""
     needs_python: bool
+    loop_steps: bool
     def __init__(self, acc: RecordAccumulator, slow: Callable[..., Any], needs_python: bool,
                  turn: Optional[SenderTurn] = ..., step: Optional[Callable[[], Any]] = ...) -> None: ...
     def send(self, topic: str, value: Any = ..., key: Any = ..., partition: Optional[int] = ...,
