@@ -94,16 +94,18 @@ class Heartbeat:
         waited = self._waited
         if waited is not None:
             self.worst_own = 0.0
+        q0 = waited() if waited is not None else 0.0
         while True:
+            # One read of the wait per beat: the last beat's ends where this one begins.
             t0 = clock()
-            q0 = waited() if waited is not None else 0.0
             await asyncio.sleep(HEARTBEAT_S)
             late = clock() - t0 - HEARTBEAT_S
             self.beats += 1
             if late > self.worst:
                 self.worst = late
             if waited is not None:
-                own = late - (waited() - q0)
+                q1 = waited()
+                own, q0 = late - (q1 - q0), q1
                 if own > self.worst_own:
                     self.worst_own = own
 

@@ -55,6 +55,7 @@ import weakref
 
 from kproducer import _accumulator
 from kproducer._accumulator import NEED_MEMORY, NEED_METADATA, LoopSlice, bind_slice
+from kproducer._accumulator import bound_loop as _bound_loop
 from kproducer._accumulator import turn_waiter as _turn_check
 from kproducer.errors import KafkaError, KafkaTimeoutError
 from kproducer.producer import Producer
@@ -396,11 +397,25 @@ class AIOProducer:
         waiter = _turn_check()
         if waiter is not None:
             await waiter            # this turn's slice is spent: the next one, then send
+        t = self._turn
+        if t is not None and _bound_loop() is not t.loop:
+            self._follow_loop()
         fut = p._send_path.try_send(topic, value, key, partition, timestamp_ms, headers, on_delivery)
         if fut is None or fut is NEED_MEMORY or fut is NEED_METADATA:
             fut = await _send_waiting(p, fut, topic, value, key, partition, timestamp_ms,
                                       headers, on_delivery)
         return fut
+
+    def _follow_loop(self) -> None:
+        """Sending from another loop than the one whose turn runs the steps: when that one
+        has stopped (``asyncio.run(p.start())`` then another ``asyncio.run``), this loop
+        takes the steps over; while it runs (a producer shared by loops in several
+        threads), it keeps them."""
+        loop = _bound_loop()
+        if loop is None or self._turn is None or self._turn.loop.is_running():
+            return
+        self._turn.close()
+        self._turn = _LoopTurn(self._producer, loop)
 
     async def send_and_wait(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
                             headers=None):

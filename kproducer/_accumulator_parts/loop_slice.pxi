@@ -46,6 +46,18 @@ def bind_slice(LoopSlice s):
     (<dict><object>PyThreadState_GetDict())[_SLICE_KEY] = s
 
 
+def bound_loop():
+    """The loop whose slice the calling thread's sends and awaits last took part in (the
+    running one, once one of them ran in it), or None."""
+    cdef PyObject *d = PyThreadState_GetDict()
+    cdef PyObject *o
+    if d != NULL:
+        o = PyDict_GetItem(<object>d, _SLICE_KEY)
+        if o != NULL:
+            return (<LoopSlice>o).loop
+    return None
+
+
 cdef object turn_check():
     """None when the caller goes on at once: its thread's loop has a slice under way and
     nobody waits behind it, or the caller was let go this turn. Otherwise what
