@@ -29,6 +29,9 @@ struct kp_turn {
     int64_t raised_at_us;   /* when pending was last raised (CLOCK_MONOTONIC) */
     uint64_t activity;      /* bumped by application threads as they send (kp_turn_touch) */
     uint64_t seen_activity; /* the I/O thread's last look at it (kp_turn_wait_io) */
+    int loop_fd;            /* eventfd written as pending rises while loops are attached, -1 */
+    int loops;              /* event loops attached (kp_turn_attach_loop) */
+    int loop_grace_ms;      /* how long the I/O thread leaves a wanted step to them */
 };
 
 int64_t kp_turn_now_ms(void)
@@ -67,6 +70,13 @@ static void raise_locked(kp_turn *t)
     __atomic_add_fetch(&t->raised, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&t->raised_at_us, kp_turn_now_us(), __ATOMIC_RELAXED);
     pthread_cond_broadcast(&t->cv);
+    if (t->loops > 0 && t->loop_fd >= 0) {
+        /* Wakes the attached event loop, which runs the step on its own thread: no thread
+         * queues for the GIL while the loop runs Python. EAGAIN: a wake-up is pending. */
+        uint64_t one = 1;
+        ssize_t w = write(t->loop_fd, &one, sizeof one);
+        (void)w;
+    }
 }
 
 static void rearm(kp_turn *t)
@@ -146,6 +156,7 @@ kp_status kp_turn_new(kp_turn **out, int fd, int *sys_errno)
     t->due_us = -1;
     t->hint_us = -1;
     t->poll_until = -1;
+    t->loop_fd = -1;
     t->rearm_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (t->rearm_fd < 0) {
         if (sys_errno) *sys_errno = errno;
@@ -185,7 +196,45 @@ void kp_turn_free(kp_turn *t)
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->mu);
     close(t->rearm_fd);
+    if (t->loop_fd >= 0)
+        close(t->loop_fd);
     free(t);
+}
+
+kp_status kp_turn_loop_fd(kp_turn *t, int *fd_out, int *sys_errno)
+{
+    kp_status st = KP_OK;
+    *fd_out = -1;
+    if (sys_errno) *sys_errno = 0;
+    pthread_mutex_lock(&t->mu);
+    if (t->loop_fd < 0) {
+        t->loop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (t->loop_fd < 0) {
+            if (sys_errno) *sys_errno = errno;
+            st = KP_ERR_SYS;
+        }
+    }
+    *fd_out = t->loop_fd;
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
+void kp_turn_attach_loop(kp_turn *t, int delta, int grace_ms)
+{
+    pthread_mutex_lock(&t->mu);
+    t->loops += delta;
+    if (t->loops < 0)
+        t->loops = 0;
+    if (grace_ms >= 0)
+        t->loop_grace_ms = grace_ms;
+    if (delta > 0 && t->pending && t->loop_fd >= 0) {
+        uint64_t one = 1;   /* a step already wanted: the loop runs it too */
+        ssize_t w = write(t->loop_fd, &one, sizeof one);
+        (void)w;
+    }
+    /* The I/O thread may be in its grace for application threads: it re-reads the rule. */
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
 }
 
 int kp_turn_pending(const kp_turn *t)
@@ -294,6 +343,15 @@ int kp_turn_wait_io(kp_turn *t, int grace_ms)
          * run the step at its next send: leave it the step rather than queue for the GIL
          * (which it would then wait a switch interval to get back). */
         uint64_t a = __atomic_load_n(&t->activity, __ATOMIC_RELAXED);
+        if (t->loops > 0) {
+            /* An attached event loop was woken (raise_locked) and runs the step on its own
+             * thread; the I/O thread steps only if the loop is held up past its grace. */
+            t->seen_activity = a;
+            wait_for(t, 0, t->loop_grace_ms);
+            if (t->pending)
+                break;
+            continue;
+        }
         if (a == t->seen_activity)
             break;
         t->seen_activity = a;

@@ -70,6 +70,16 @@ void kp_turn_touch(kp_turn *t);
  * wait again). Returns 1 when the I/O thread should step, 0 once the turn is stopped. */
 int kp_turn_wait_io(kp_turn *t, int grace_ms);
 
+/* Event loops (asyncio) as the stepping thread. kp_turn_loop_fd gives an eventfd (created
+ * once, owned by the turn; KP_ERR_SYS with *sys_errno) that becomes readable each time
+ * pending rises while at least one loop is attached: the loop watches it and runs the step
+ * on its own thread, so no other thread needs the GIL for it. kp_turn_attach_loop adds
+ * `delta` (+1/-1) attached loops and sets how long kp_turn_wait_io leaves a wanted step to
+ * them (grace_ms; -1: unchanged) before the I/O thread runs it (a loop held up by its
+ * application). The loop reads the eventfd empty before it steps. */
+kp_status kp_turn_loop_fd(kp_turn *t, int *fd_out, int *sys_errno);
+void kp_turn_attach_loop(kp_turn *t, int delta, int grace_ms);
+
 /* CLOCK_MONOTONIC in milliseconds and in microseconds. */
 int64_t kp_turn_now_ms(void);
 int64_t kp_turn_now_us(void);

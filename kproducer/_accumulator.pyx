@@ -25,6 +25,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uintptr_t
 from libc.stdlib cimport calloc, free
 
 from cpython.ref cimport PyObject
+cimport cython
 from kproducer._cdefs.common cimport *
 from kproducer._cdefs.batch cimport *
 from kproducer._cdefs.buf cimport kp_buf_resize
@@ -48,6 +49,7 @@ log = logging.getLogger("kproducer")
 
 RecordMetadata = namedtuple("RecordMetadata", "topic partition offset timestamp")
 RecordMetadata.__doc__ = "Where an acknowledged record was written (offset -1 with acks=0)."
+_tuple_new = tuple.__new__
 
 # Sentinels append() returns when the caller must take the slow path.
 NEED_METADATA = object()
@@ -83,6 +85,7 @@ def wall_clock_ms():
 
 # One extension module, one concern per included file (asyncpg's layout): no cross-module
 # call cost between the futures, the columns, the pool, the batches and the accumulator.
+include "_accumulator_parts/loop_slice.pxi"
 include "_accumulator_parts/results.pxi"
 include "_accumulator_parts/record_args.pxi"
 include "_accumulator_parts/columns.pxi"

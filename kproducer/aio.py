@@ -16,21 +16,30 @@ The shape is aiokafka's (``start``/``stop``/``send``/``send_and_wait``/``flush``
 same compiled producer as :class:`kproducer.Producer`, whose futures (``send()``'s
 RecordFuture and ``send_many()``'s SendManyResult) are awaitable from any running loop.
 
-- ``send`` queues the record without blocking: the compiled path first; when the record needs
-  a wait (the topic's metadata, room in ``buffer.memory``) or Python (serializers, a custom
-  partitioner, a transaction's checks), the blocking ``Producer.send`` runs in the loop's
-  default executor and is awaited, so ``max.block.ms`` and every error are as in the sync API.
-  Every 256 sends it yields to the loop once, so a tight ``await p.send(...)`` loop does not
-  starve other tasks.
-- Completions reach a loop in bulk: the I/O thread appends settled futures to the loop's
-  queue and wakes the loop (``call_soon_threadsafe``) only when the queue was empty, so one
-  wake-up serves every record settled until the loop runs. Several loops in several threads
-  each get their own completions.
+- ``send`` queues the record without blocking: the compiled path first. A record that must
+  wait for the topic's metadata waits in the loop's default executor; one that must wait for
+  room in ``buffer.memory`` waits on the loop itself (the pool calls back as memory is
+  released); either is then queued from the loop's thread, with ``max.block.ms`` and every
+  error as in the sync API. A record that needs Python (serializers, a custom partitioner, a
+  transaction's checks) goes through the blocking ``Producer.send`` in the executor.
+- ``send`` and awaiting a settled future keep the loop's turns short whatever the number of
+  tasks: they share a slice of ``_SLICE_S`` (2 ms) of the loop's time; past it they wait,
+  first come first served and with nothing queued yet, for a later turn of the loop (its
+  timers, its I/O, other tasks run meanwhile). ``await p.send(...)`` rarely suspends
+  otherwise (its record is queued at once), so a hundred tasks each sending a hundred
+  records per turn would hold the loop a hundred milliseconds.
+- The Sender's steps run on the loop's thread (:class:`_LoopTurn`): the I/O thread never
+  queues for the GIL while the loop runs Python.
+- Completions reach a loop in bulk: the thread that settles futures appends them to the
+  loop's queue and wakes the loop (``call_soon_threadsafe``) only when the queue was empty,
+  so one wake-up serves every record settled until the loop runs. Several loops in several
+  threads each get their own completions.
 - Cancelling a task that awaits a record's future does not unsend the record: it is already
   queued and ends acknowledged or failed like any other (its callbacks still run). Cancelling
-  ``await p.send(...)`` while that send waits (for metadata or memory, in the executor) does
-  not stop the blocking send either: the record is queued once it can be, and ends
-  acknowledged or failed once; only the caller no longer gets its future.
+  ``await p.send(...)`` while that send waits for metadata or memory does not stop it either
+  (the wait runs in a task of its own): the record is queued once it can be, and ends
+  acknowledged or failed once; only the caller no longer gets its future. Cancelled while it
+  waits for the loop's next turn, a send has queued nothing and will not.
 """
 
 from __future__ import annotations
@@ -38,15 +47,34 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import os
+import sys
 import threading
+import time
 import weakref
 
+from kproducer import _accumulator
+from kproducer._accumulator import NEED_MEMORY, NEED_METADATA, LoopSlice, bind_slice
+from kproducer._accumulator import bound_loop as _bound_loop
+from kproducer._accumulator import turn_waiter as _turn_check
+from kproducer.errors import KafkaError, KafkaTimeoutError
 from kproducer.producer import Producer
 
 __all__ = ["AIOProducer", "loop_future"]
 
-_YIELD_EVERY = 256
+_clock = time.monotonic          # CLOCK_MONOTONIC: the clock LoopSlice.end is read against
+_running_loop = asyncio.get_running_loop
+_get_running_loop = asyncio._get_running_loop
+_current_task = asyncio.current_task
 _DRAIN_AT_ONCE = 512
+# Waiting sends and awaits let go per turn of the loop (end_slice).
+_WAKE_AT_ONCE = 2
+# How long the I/O thread leaves a wanted Sender step to the attached loop (_LoopTurn) before
+# it runs the step itself: only a loop held up by its application's own work takes longer.
+_LOOP_GRACE_MS = 20
+# The loop time the sends of one turn of the loop may take together (steps of the Sender
+# that a send runs included) before later sends wait for the loop's next turn.
+_SLICE_S = 0.002
 
 
 class _LoopQueue:
@@ -58,6 +86,16 @@ class _LoopQueue:
         self.items: collections.deque = collections.deque()
         self.lock = threading.Lock()
         self.scheduled = False
+        # The sends' slice of the loop's turn (send_slot): when it ends (0.0: none begun)
+        # and the sends waiting for the next one (a future each: one waiter's cancellation
+        # must not cancel the others).
+        self.slice = LoopSlice()                 # what sends and awaits read (in C)
+        self.slice.loop = loop
+        self.slice_waiters: collections.deque = collections.deque()
+        self.ending = False                      # end_slice is scheduled
+        self.woken: set = set()                  # the tasks the last end_slice let go
+        self.slice.woken = self.woken
+        self.resumed: collections.deque = collections.deque()   # ... whose slice ran out
 
     def push(self, waiter: asyncio.Future, source) -> None:      # any thread
         self.items.append((waiter, source))
@@ -80,21 +118,51 @@ class _LoopQueue:
         # (the I/O thread settles whole batches) must not hold the loop for long.
         for _ in range(min(len(items), _DRAIN_AT_ONCE)):
             waiter, source = items.popleft()
-            if waiter.done():       # cancelled: the record goes on regardless
-                continue
-            if hasattr(source, "result"):
-                exc = source.exception(0)
-                if exc is not None:
-                    waiter.set_exception(exc)
-                else:
-                    waiter.set_result(source.result(0))
-            else:                   # a SendManyResult: settled as a whole
-                waiter.set_result(source)
+            if not waiter.done():   # cancelled: the record goes on regardless
+                source._settle(waiter)
         with self.lock:
             if items:
                 self.loop.call_soon(self.drain)      # still scheduled: no wake-up needed
             else:
                 self.scheduled = False
+
+    def begin_slice(self, now: float) -> None:          # the loop's thread
+        self.slice.end = now + _SLICE_S
+        if not self.ending:
+            # The next turn of the loop ends the slice: it runs after every handle that was
+            # ready when the slice began.
+            self.ending = True
+            self.loop.call_soon(self.end_slice)
+
+    def end_slice(self) -> None:                           # the loop's thread
+        """A turn of the loop: the slice ends, and the first _WAKE_AT_ONCE waiting tasks go
+        on, each with at least one send or await (none waits for ever): first those let go
+        before whose slice ran out (in their order), then the others in the order they came.
+        Until the next end_slice, tasks not let go wait behind them rather than barge in.
+        The others wait for later turns: all woken at once, most would only wait again (a
+        hundred tasks woken and suspended every turn)."""
+        self.ending = False
+        self.slice.end = 0.0
+        woken = self.woken
+        woken.clear()
+        for waiters in (self.resumed, self.slice_waiters):
+            while waiters and len(woken) < _WAKE_AT_ONCE:
+                w, task = waiters.popleft()
+                if not w.done():        # not cancelled
+                    w.set_result(None)
+                    woken.add(task)
+        if self.resumed or self.slice_waiters:
+            self.ending = True
+            self.loop.call_soon(self.end_slice)
+        else:
+            self.slice.waiting = False
+
+    def slice_waiter(self, task) -> asyncio.Future:       # the loop's thread
+        w = self.loop.create_future()
+        # A task let go whose slice ran out keeps its place: first in the next turn.
+        (self.resumed if task in self.woken else self.slice_waiters).append((w, task))
+        self.slice.waiting = True
+        return w
 
 
 _queues: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopQueue]" = weakref.WeakKeyDictionary()
@@ -109,6 +177,165 @@ def _queue(loop) -> _LoopQueue:
             if q is None:
                 q = _queues[loop] = _LoopQueue(loop)
     return q
+
+
+class _LoopTurn:
+    """The Sender's steps run on the event loop's thread: the watcher (csrc/kp_turn.c) makes
+    an eventfd readable as a step is wanted, and the loop runs it as one of its callbacks.
+    The I/O thread then never queues for the GIL while the loop runs Python (each such hand-
+    off stalls the loop for up to a switch interval, and far longer on a loaded machine,
+    where the thread holding the GIL may wait for a CPU); it runs a step only when the loop
+    has not within _LOOP_GRACE_MS."""
+
+    def __init__(self, producer: Producer, loop: asyncio.AbstractEventLoop):
+        self.sender = producer._sender
+        self.turn = self.sender.turn
+        self.loop = loop
+        self.fd = os.dup(self.turn.loop_fd())    # ours: the turn closes its own
+        loop.add_reader(self.fd, self._wanted)
+        self.turn.attach_loop(1, _LOOP_GRACE_MS)
+        self.send_path = producer._send_path
+        self.send_path.loop_steps = True     # one step per turn, not one mid-slice
+
+    def _wanted(self) -> None:
+        try:
+            os.read(self.fd, 8)
+        except BlockingIOError:
+            pass
+        if self.turn.pending:
+            self.sender.step_from_app()
+
+    def close(self) -> None:
+        if self.fd < 0:
+            return
+        self.send_path.loop_steps = False
+        self.turn.attach_loop(-1)
+        try:
+            self.loop.remove_reader(self.fd)
+        except RuntimeError:        # the loop is closed already
+            pass
+        os.close(self.fd)
+        self.fd = -1
+
+
+async def _send_waiting(p: Producer, why, topic, value, key, partition, timestamp_ms, headers,
+                        on_delivery):
+    """AIOProducer.send for a record that try_send could not queue: ``why`` is what it
+    lacked (NEED_METADATA, NEED_MEMORY) or None (it needs Python: the blocking send in the
+    executor). The waits run in a task of their own, shielded: a caller that stops waiting
+    does not unsend the record, which is queued once it can be (see the module docstring)."""
+    loop = asyncio.get_running_loop()
+    if why is None:
+        return await loop.run_in_executor(None, functools.partial(
+            p.send, topic, value, key, partition, timestamp_ms, headers, on_delivery))
+    task = loop.create_task(_queue_when_possible(
+        p, why, (topic, value, key, partition, timestamp_ms, headers, on_delivery)))
+    task.add_done_callback(_retrieved)
+    return await asyncio.shield(task)
+
+
+def _retrieved(task: asyncio.Task) -> None:
+    # The caller may have stopped waiting: its error is not "never retrieved".
+    if not task.cancelled():
+        task.exception()
+
+
+async def _queue_when_possible(p: Producer, why, args: tuple):
+    """Waits, up to max.block.ms as Producer.send does and with its errors, for what the
+    record lacks, then queues it on the loop's thread: the topic's metadata in the executor
+    (once per new topic), room in buffer.memory on the loop (the pool calls back as it is
+    released)."""
+    topic, value, key = args[0], args[1], args[2]
+    deadline = time.monotonic() + p._max_block_s
+    checked = False
+    loop = asyncio.get_running_loop()
+    while True:
+        if why is NEED_METADATA:
+            if not checked:
+                p._acc.check_fields(key, value, args[5])    # a bad record fails before any wait
+                checked = True
+            await loop.run_in_executor(None, p._wait, topic, why, deadline)
+        else:
+            await _memory(p, loop, deadline)
+        why = p._send_path.try_send(*args)
+        if why is None:
+            return await loop.run_in_executor(None, functools.partial(p.send, *args))
+        if why is not NEED_MEMORY and why is not NEED_METADATA:
+            return why
+
+
+async def _memory(p: Producer, loop, deadline: float) -> None:
+    """Until buffer.memory may have room for the batch the last append wanted (the next
+    release of memory: the caller tries again), without blocking the loop."""
+    if p._sender.fatal_error is not None:
+        raise p._sender.fatal_error
+    pool = p._acc.pool
+    need = p._acc.last_need
+    if need > pool.total:
+        raise KafkaError(f"a batch of {need} bytes can never fit buffer.memory={pool.total}")
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise KafkaTimeoutError(
+            f"failed to allocate {need} bytes of buffer.memory ({pool.used} of {pool.total} in "
+            f"use) within max.block.ms={int(p._max_block_s * 1000)}")
+    waiter = loop.create_future()
+    pool.add_listener(functools.partial(_wake_threadsafe, loop, waiter))
+    if pool.available >= need:      # released before the listener was in
+        return
+    p._sender.wakeup()
+    # At most 100 ms at a time: a closed producer or a fatal error is noticed meanwhile.
+    timer = loop.call_later(min(remaining, 0.1), _wake, waiter)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+
+
+def _wake(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _wake_threadsafe(loop, waiter: asyncio.Future) -> None:      # any thread
+    try:
+        loop.call_soon_threadsafe(_wake, waiter)
+    except RuntimeError:        # the loop is closed
+        pass
+
+
+class _Local(threading.local):
+    lq = None       # the _LoopQueue of the loop that ran last in this thread
+
+
+_local = _Local()
+
+
+def turn_waiter():
+    """Where kproducer's awaitables take part in the loop turn's slice (``send``, and
+    awaiting a settled future): None while the running loop's current slice lasts (a slice
+    begins with the first such await after one ended), else a future to await first, done
+    at a later turn of the loop (first come, first woken); None outside a running loop.
+    The compiled check (``_accumulator.turn_waiter``) answers the common case, a slice
+    under way, by itself, and calls this for the rest."""
+    lq = _local.lq
+    if lq is None or not lq.loop.is_running():
+        # (asyncio's get_running_loop costs a getpid() system call: once per loop run here)
+        loop = _get_running_loop()
+        if loop is None:
+            return None
+        lq = _local.lq = _queue(loop)
+        bind_slice(lq.slice)
+    loop = lq.loop
+    now = _clock()
+    if lq.slice.end == 0.0:
+        lq.begin_slice(now)
+    elif now >= lq.slice.end:
+        return lq.slice_waiter(_current_task(loop))
+    if lq.slice_waiters or lq.resumed:
+        task = _current_task(loop)
+        if task not in lq.woken:
+            return lq.slice_waiter(task)        # behind those waiting
+    return None
 
 
 def loop_future(source) -> asyncio.Future:
@@ -127,23 +354,27 @@ class AIOProducer:
     def __init__(self, config=None, /, **settings):
         self._config, self._settings = config, settings
         self._producer: Producer | None = None
-        self._sends = 0
+        self._turn: _LoopTurn | None = None
 
     @property
     def producer(self) -> Producer:
         """The underlying (synchronous, thread-safe) Producer."""
         if self._producer is None:
-            from kproducer.errors import KafkaError
             raise KafkaError("the AIOProducer is not started: await start() (or use 'async with')")
         return self._producer
 
     async def start(self) -> None:
+        """Creates the producer; its Sender's steps then run on this loop (see _LoopTurn)."""
         if self._producer is None:
             self._producer = Producer(self._config, **self._settings)
+            self._turn = _LoopTurn(self._producer, asyncio.get_running_loop())
 
     async def stop(self, timeout=None) -> None:
         """Sends what is queued (up to ``timeout`` seconds), then closes; in an executor, so
         the loop goes on meanwhile."""
+        if self._turn is not None:
+            self._turn.close()      # the I/O thread sends what is left
+            self._turn = None
         if self._producer is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._producer.close, timeout)
 
@@ -157,16 +388,34 @@ class AIOProducer:
     async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
                    headers=None, on_delivery=None):
         """Queues one record and returns its future (await it for the RecordMetadata). Waits
-        for metadata or buffer memory are awaited, never blocking the loop."""
-        p = self.producer
+        for metadata or buffer memory are awaited, never blocking the loop; so is the next
+        turn of the loop when this turn's sends have had their slice (cancelling that wait
+        queues nothing)."""
+        p = self._producer
+        if p is None:
+            p = self.producer       # raises: not started
+        waiter = _turn_check()
+        if waiter is not None:
+            await waiter            # this turn's slice is spent: the next one, then send
+        t = self._turn
+        if t is not None and _bound_loop() is not t.loop:
+            self._follow_loop()
         fut = p._send_path.try_send(topic, value, key, partition, timestamp_ms, headers, on_delivery)
-        if fut is None:
-            fut = await asyncio.get_running_loop().run_in_executor(None, functools.partial(
-                p.send, topic, value, key, partition, timestamp_ms, headers, on_delivery))
-        self._sends += 1
-        if self._sends % _YIELD_EVERY == 0:
-            await asyncio.sleep(0)      # a tight send loop lets the loop's other tasks run
+        if fut is None or fut is NEED_MEMORY or fut is NEED_METADATA:
+            fut = await _send_waiting(p, fut, topic, value, key, partition, timestamp_ms,
+                                      headers, on_delivery)
         return fut
+
+    def _follow_loop(self) -> None:
+        """Sending from another loop than the one whose turn runs the steps: when that one
+        has stopped (``asyncio.run(p.start())`` then another ``asyncio.run``), this loop
+        takes the steps over; while it runs (a producer shared by loops in several
+        threads), it keeps them."""
+        loop = _bound_loop()
+        if loop is None or self._turn is None or self._turn.loop.is_running():
+            return
+        self._turn.close()
+        self._turn = _LoopTurn(self._producer, loop)
 
     async def send_and_wait(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
                             headers=None):
@@ -188,3 +437,6 @@ class AIOProducer:
 
     def metrics(self) -> dict:
         return self.producer.metrics()
+
+
+_accumulator._bind_aio(sys.modules[__name__], asyncio.tasks._current_tasks)

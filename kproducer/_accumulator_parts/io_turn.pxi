@@ -107,6 +107,25 @@ cdef class SenderTurn:
             r = kp_turn_wait_clear(self.t, timeout_ms)
         return r != 0
 
+    def loop_fd(self):
+        """An eventfd that becomes readable as a step is wanted while an event loop is
+        attached (:meth:`attach_loop`); owned by the turn (watch a dup of it)."""
+        cdef int fd = -1, err = 0
+        if self.t == NULL:
+            raise KafkaError("the producer is closed")
+        cdef kp_status st = kp_turn_loop_fd(self.t, &fd, &err)
+        if st == KP_ERR_SYS:
+            raise OSError(err, f"cannot make the Sender's loop descriptor: {os.strerror(err)}")
+        if st != KP_OK:
+            raise_kp_error(st, NULL, "the Sender's loop descriptor")
+        return fd
+
+    def attach_loop(self, int delta, int grace_ms=-1):
+        """``delta`` (+1/-1) event loops that watch :meth:`loop_fd` and run the wanted steps;
+        while any is attached the I/O thread leaves a wanted step to them for ``grace_ms``."""
+        if self.t != NULL:
+            kp_turn_attach_loop(self.t, delta, grace_ms)
+
     @staticmethod
     def now_ms():
         """CLOCK_MONOTONIC in ms: time.monotonic()'s clock on Linux."""

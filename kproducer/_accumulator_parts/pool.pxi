@@ -9,6 +9,7 @@ cdef class BufferPool:
     cdef readonly Py_ssize_t used
     cdef readonly int waiters
     cdef object _cond
+    cdef list _listeners      # add_listener's, until the next release
 
     def __cinit__(self, Py_ssize_t total):
         self.total = total
@@ -41,11 +42,26 @@ cdef class BufferPool:
             finally:
                 self.waiters -= 1
 
+    def add_listener(self, fn):
+        """Calls ``fn()`` once, at the next release of memory, on the thread that releases
+        it (an asyncio send waiting for memory wakes its loop); keep it short."""
+        if self._listeners is None:
+            self._listeners = []
+        self._listeners.append(fn)
+
     cpdef void release(self, Py_ssize_t n):
+        cdef list listeners
         self.used -= n
         if self.waiters:
             with self._cond:
                 self._cond.notify_all()
+        if self._listeners:
+            listeners, self._listeners = self._listeners, None
+            for fn in listeners:
+                try:
+                    fn()
+                except Exception:
+                    log.exception("buffer.memory listener %r raised", fn)
 
     @property
     def available(self):

@@ -38,7 +38,8 @@ cdef class BatchResult:
     cdef object metadata_for(self, int32_t index, int64_t timestamp):
         cdef int64_t offset = self.base_offset + index if self.base_offset >= 0 else -1
         cdef int64_t ts = self.log_append_time if self.log_append_time >= 0 else timestamp
-        return RecordMetadata(self.topic, self.partition, offset, ts)
+        # tuple.__new__ straight: the namedtuple's own __new__ is a Python function.
+        return _tuple_new(RecordMetadata, (self.topic, self.partition, offset, ts))
 
     def wait(self, timeout=None):
         """Blocks until done or ``timeout`` seconds pass; True when done. A split
@@ -132,6 +133,13 @@ cdef class BatchResult:
             self._done_callbacks = None
 
 
+# Not tracked by the garbage collector: an application holds many (a window of sends per
+# task), and a collection of the youngest generation would walk each of them. A future refers
+# to nothing but its BatchResult, and any cycle through it (a done-callback or on_delivery
+# closure that holds the future) is broken when the batch completes or is failed, which every
+# batch is, at the latest when the producer closes.
+@cython.no_gc
+@cython.freelist(64)
 cdef class RecordFuture:
     """The future ``send()`` returns: ``result(timeout)`` gives a RecordMetadata or
     raises the record's error. Compatible with concurrent.futures.Future's
@@ -209,21 +217,56 @@ cdef class RecordFuture:
         else:
             self._result.add_done_callback_for(self._index, self, fn)
 
+    def _settle(self, waiter):
+        """Gives ``waiter`` (an asyncio future) this settled future's outcome."""
+        cdef BatchResult r
+        self._follow()
+        r = self._result
+        if r.error is not None:
+            waiter.set_exception(r.error)
+        else:
+            waiter.set_result(r.metadata_for(self._index, self._timestamp))
+
     def __await__(self):
         """``await future`` in any running event loop: the RecordMetadata, or the record's
         error raised. Completions reach each loop in bulk (kproducer.aio); a settled future
-        answers at once, without the loop."""
-        if self.done():
-            return _settled(self.result, 0)
-        from kproducer.aio import loop_future
-        return loop_future(self).__await__()
-
+        answers at once, without the loop, within the loop turn's slice (kproducer.aio)."""
+        cdef BatchResult r
+        self._follow()
+        r = self._result
+        if r._done and r._redirect is None:
+            if _aio is not None:
+                waiter = turn_check()
+                if waiter is not None:           # this turn's slice is spent: the next one
+                    return _record_after(waiter, self)
+            return _settled_record(self)
+        return _aio_module().loop_future(self).__await__()
 
 
 def _settled(get, *args):
     """The iterator ``__await__`` returns for what is settled already: no suspension."""
     return get(*args)
     yield
+
+
+def _settled_record(RecordFuture f):
+    """A settled RecordFuture's outcome, as ``__await__``'s iterator: no suspension."""
+    cdef BatchResult r = f._result
+    if r.error is not None:
+        raise r.error
+    return r.metadata_for(f._index, f._timestamp)
+    yield
+
+
+def _value_after(waiter, value):
+    yield from waiter.__await__()
+    return value
+
+
+def _record_after(waiter, RecordFuture f):
+    """A settled RecordFuture's outcome once ``waiter`` (the loop's next turn) is done."""
+    yield from waiter.__await__()
+    return (yield from _settled_record(f))
 
 
 cdef inline RecordFuture make_future(BatchResult result, int32_t index, int64_t timestamp):
@@ -283,13 +326,20 @@ cdef class SendManyResult:
                 return
         self._run_callbacks([fn])
 
+    def _settle(self, waiter):
+        """Gives ``waiter`` (an asyncio future) this settled result."""
+        waiter.set_result(self)
+
     def __await__(self):
         """``await result`` in any running event loop: this result, once every record is
         acknowledged or failed (then ``raise_for_errors()``)."""
         if self.done():
+            if _aio is not None:
+                waiter = turn_check()
+                if waiter is not None:           # this turn's slice is spent: the next one
+                    return _value_after(waiter, self)
             return _settled(lambda: self)
-        from kproducer.aio import loop_future
-        return loop_future(self).__await__()
+        return _aio_module().loop_future(self).__await__()
 
     def done(self):
         return self.acked + self.failed >= self.records

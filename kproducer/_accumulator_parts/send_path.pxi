@@ -36,6 +36,10 @@ cdef class SendPath:
     # than leave the I/O thread waiting up to a switch interval for the GIL.
     cdef SenderTurn turn
     cdef object step
+    # Settable: an event loop runs the wanted steps (kproducer.aio._LoopTurn, woken by the
+    # watcher): try_send leaves them to it, one per turn of the loop, rather than run one
+    # in the middle of the turn's sends.
+    cdef public bint loop_steps
 
     def __cinit__(self, RecordAccumulator acc, slow, bint needs_python, SenderTurn turn=None,
                   step=None):
@@ -63,17 +67,16 @@ cdef class SendPath:
 
     def try_send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
                  headers=None, on_delivery=None):
-        """send() that never waits (the asyncio front's fast path): the record's future, or
-        None, with nothing queued, when it needs Python (serializers, a custom partitioner,
-        a transaction's checks, a fork) or a wait (unknown metadata, a full pool)."""
+        """send() that never waits (the asyncio front's fast path): the record's future; or,
+        with nothing queued, what it lacks: NEED_METADATA (the topic's partition count) or
+        NEED_MEMORY (room in the pool; ``acc.last_need`` bytes), or None when it needs
+        Python (serializers, a custom partitioner, a transaction's checks, a fork)."""
         cdef object fut
         if self.needs_python or self.generation != _fork_generation or type(topic) is not str:
             return None
         fut = self.acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
         if self.turn is not None:
             self.turn.touch()
-            if self.turn.wanted():
+            if not self.loop_steps and self.turn.wanted():
                 self.step()     # the loop's thread settles what is due (its own futures too)
-        if fut is NEED_METADATA or fut is NEED_MEMORY:
-            return None
         return fut
