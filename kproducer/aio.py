@@ -196,6 +196,14 @@ class _LoopTurn:
         self.turn.attach_loop(1, _LOOP_GRACE_MS)
         self.send_path = producer._send_path
         self.send_path.loop_steps = True     # one step per turn, not one mid-slice
+        self._closing = threading.Lock()
+        self.sender.before_io_step = self._io_thread_steps
+
+    def _io_thread_steps(self) -> None:     # the I/O thread, past the loop's grace
+        # A loop that ended without stop() (asyncio.run returned) never steps again: without
+        # this, every later step of a synchronous user would wait out the grace.
+        if not self.loop.is_running():
+            self.close()
 
     def _wanted(self) -> None:
         try:
@@ -205,17 +213,20 @@ class _LoopTurn:
         if self.turn.pending:
             self.sender.step_from_app()
 
-    def close(self) -> None:
-        if self.fd < 0:
-            return
-        self.send_path.loop_steps = False
-        self.turn.attach_loop(-1)
-        try:
-            self.loop.remove_reader(self.fd)
-        except RuntimeError:        # the loop is closed already
-            pass
-        os.close(self.fd)
-        self.fd = -1
+    def close(self) -> None:     # the loop's thread, or the I/O thread once the loop stopped
+        with self._closing:
+            if self.fd < 0:
+                return
+            fd, self.fd = self.fd, -1
+            if self.sender.before_io_step == self._io_thread_steps:
+                self.sender.before_io_step = None
+            self.send_path.loop_steps = False
+            self.turn.attach_loop(-1)
+            try:
+                self.loop.remove_reader(fd)
+            except RuntimeError:        # the loop is closed already
+                pass
+            os.close(fd)
 
 
 async def _send_waiting(p: Producer, why, topic, value, key, partition, timestamp_ms, headers,

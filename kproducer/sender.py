@@ -114,6 +114,9 @@ class Sender:
         accumulator.step = self.step_from_app
         self._step_lock = threading.Lock()
         self._step_owner = None
+        # kproducer.aio: called on the I/O thread before it runs a step that an attached
+        # event loop left past its grace, so that a loop that stopped can be let go.
+        self.before_io_step = None
         self._thread = threading.Thread(target=self._run, name="kproducer-network-thread", daemon=True)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -175,6 +178,9 @@ class Sender:
             if self.turn.pending:
                 self._step_owner = threading.get_ident()
                 self.stats["steps_by_io_thread"] += 1
+                hook = self.before_io_step
+                if hook is not None:
+                    hook()
                 self._step_safely()
         finally:
             self._step_owner = None

@@ -384,3 +384,30 @@ def test_a_producer_started_in_one_loop_sends_from_the_next(broker):
     # Each acknowledgement waiting out the I/O thread's 20 ms grace would take 4 s or more.
     assert elapsed < 3.0, elapsed
     assert len(read_back(broker.bootstrap, "next-loop", timeout=30)[0]) == 200
+
+
+def test_a_loop_that_ended_without_stop_lets_the_io_thread_step_at_once(broker):
+    """``asyncio.run`` returned without ``stop()``: its loop never steps again, so the first
+    step the I/O thread runs past the loop's grace lets the loop go, and a synchronous user
+    of the producer no longer waits out that grace at every step."""
+    broker.create_topic("loop-gone", 1)
+
+    async def main():
+        p = AIOProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+        await p.start()
+        await (await p.send("loop-gone", b"from the loop"))
+        return p
+
+    aio = run("asyncio", main())
+    p = aio.producer
+    assert p._send_path.loop_steps                 # still attached to the ended loop
+    p.send("loop-gone", b"0").result(10)           # one step waits out the grace, then...
+    assert not p._send_path.loop_steps and p._sender.before_io_step is None
+    t0 = time.perf_counter()
+    for i in range(1, 101):
+        p.send("loop-gone", b"%d" % i).result(10)
+    elapsed = time.perf_counter() - t0
+    p.close()
+    # Each of the 100 acknowledgements waiting out the 20 ms grace would take 2 s or more.
+    assert elapsed < 1.5, elapsed
+    assert len(read_back(broker.bootstrap, "loop-gone", timeout=30)[0]) == 102
