@@ -189,11 +189,12 @@ class Sender:
     def step_from_app(self) -> bool:
         """Runs the step the watcher asked for, from a thread that holds the GIL already
         (``send()``), instead of leaving it to the I/O thread, which would wait up to a
-        switch interval for the GIL; does nothing (False) when another thread is stepping.
+        switch interval for the GIL; does nothing (False) when another thread is stepping,
+        or (True) when this one is (a delivery callback that sends).
         Callbacks of the batches it completes run on this thread."""
         lock = self._step_lock
         if not lock.acquire(False):
-            return False
+            return self._step_owner == threading.get_ident()
         try:
             self._step_owner = threading.get_ident()
             self.stats["steps_by_application"] += 1

@@ -185,3 +185,29 @@ def test_a_long_column_runs_the_wanted_steps_while_it_is_queued(broker):
     assert sum(acked_during) > 0 and steps > 0, (acked_during, steps)
     got = read_back(broker.bootstrap, "many-steps", timeout=120)
     assert sum(len(ms) for ms in got.values()) == n + 1
+
+
+@pytest.mark.timeout(120)
+def test_send_many_from_a_delivery_callback_queues_its_column(broker):
+    """A delivery callback runs inside a step (on whichever thread ran it) and may send a
+    column itself: send_many then finds the step lock held by its own thread, neither
+    waits for it nor steps again, and everything is delivered."""
+    broker.create_topic("many-nested", 2)
+    n = 20_000
+    import threading
+
+    results = []
+    queued = threading.Event()
+    with Producer(bootstrap_servers=broker.bootstrap) as p:
+        def cb(err, meta):
+            assert err is None
+            results.append(p.send_many("many-nested", [b"n%d" % i for i in range(n)],
+                                       [b"%d" % i for i in range(n)]))
+            queued.set()
+
+        p.send("many-nested", b"first", key=b"first", on_delivery=cb)
+        assert queued.wait(30)
+        assert len(results) == 1 and results[0].wait(60)
+        assert (results[0].acked, results[0].failed) == (n, 0)
+    got = read_back(broker.bootstrap, "many-nested", timeout=60)
+    assert sum(len(ms) for ms in got.values()) == n + 1
