@@ -43,6 +43,7 @@ import time
 
 from bench.data import make_keys, make_values
 from bench.latency import percentiles
+from kproducer.testing.procfs import runqueue_clock
 
 KPRODUCER = "kproducer AIOProducer"
 CONFLUENT = "confluent asyncio"
@@ -59,19 +60,6 @@ WARMUP_VALUE = b"warm-up"
 HEARTBEAT_S = 0.001
 
 
-def _runqueue_clock():
-    """Seconds the calling thread has waited for a CPU while runnable (/proc/thread-self/
-    schedstat), as a function; None where the kernel does not say."""
-    try:
-        f = open("/proc/thread-self/schedstat")
-    except OSError:
-        return None
-
-    def waited() -> float:
-        f.seek(0)
-        return int(f.read().split()[1]) / 1e9
-    return waited
-
 
 class Heartbeat:
     """A task that sleeps 1 ms at a time and keeps its worst lateness: the longest time
@@ -84,7 +72,7 @@ class Heartbeat:
         self.worst_own = None
         self.beats = 0
         self._task = None
-        self._waited = _runqueue_clock()
+        self._waited = runqueue_clock()
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._beat())

@@ -18,6 +18,7 @@ from bench.verify import check_topic
 from kproducer import Producer, RecordMetadata
 from kproducer.aio import AIOProducer
 from kproducer.errors import KafkaError, KafkaTimeoutError
+from kproducer.testing.procfs import runqueue_clock
 from kproducer.testing.readback import read_back
 
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
@@ -30,19 +31,6 @@ def run(kind: str, coro):
     finally:
         loop.close()
 
-
-def _runqueue_clock():
-    """Seconds the calling thread has waited for a CPU while runnable (the second field of
-    /proc/thread-self/schedstat), as a function; None where the kernel does not say."""
-    try:
-        f = open("/proc/thread-self/schedstat")
-    except OSError:
-        return None
-
-    def waited() -> float:
-        f.seek(0)
-        return int(f.read().split()[1]) / 1e9
-    return waited
 
 
 # The loop's longest stall of this process's making: a heartbeat's lateness less the time the
@@ -63,7 +51,7 @@ class Heartbeat:
         self.worst = 0.0
         self.worst_own = 0.0
         self._task = None
-        self._waited = _runqueue_clock()
+        self._waited = runqueue_clock()
 
     def start(self):
         self._task = asyncio.ensure_future(self._beat())
