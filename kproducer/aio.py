@@ -17,9 +17,9 @@ same compiled producer as :class:`kproducer.Producer`, whose futures (``send()``
 RecordFuture and ``send_many()``'s SendManyResult) are awaitable from any running loop.
 
 - ``send`` queues the record without blocking: the compiled path first. A record that must
-  wait for the topic's metadata waits in the loop's default executor; one that must wait for
-  room in ``buffer.memory`` waits on the loop itself (the pool calls back as memory is
-  released); either is then queued from the loop's thread, with ``max.block.ms`` and every
+  wait for the topic's metadata or for room in ``buffer.memory`` waits on the loop itself
+  (the metadata calls back at its next update, the pool as memory is released), with no
+  thread of its own; it is then queued from the loop's thread, with ``max.block.ms`` and every
   error as in the sync API. A record that needs Python (serializers, a custom partitioner, a
   transaction's checks) goes through the blocking ``Producer.send`` in the executor.
 - ``send`` and awaiting a settled future keep the loop's turns short whatever the number of
@@ -56,9 +56,10 @@ import weakref
 from kproducer import _accumulator
 from kproducer._accumulator import NEED_MEMORY, NEED_METADATA, LoopSlice, bind_slice
 from kproducer._accumulator import bound_loop as _bound_loop
+from kproducer._accumulator import wall_clock_ms
 from kproducer._accumulator import turn_waiter as _turn_check
 from kproducer.errors import KafkaError, KafkaTimeoutError
-from kproducer.producer import Producer
+from kproducer.producer import Producer, _check_topic
 
 __all__ = ["AIOProducer", "loop_future"]
 
@@ -252,10 +253,8 @@ def _retrieved(task: asyncio.Task) -> None:
 
 
 async def _queue_when_possible(p: Producer, why, args: tuple):
-    """Waits, up to max.block.ms as Producer.send does and with its errors, for what the
-    record lacks, then queues it on the loop's thread: the topic's metadata in the executor
-    (once per new topic), room in buffer.memory on the loop (the pool calls back as it is
-    released)."""
+    """Waits on the loop, up to max.block.ms as Producer.send does and with its errors, for
+    what the record lacks (the topic's metadata, room in buffer.memory), then queues it."""
     topic, value, key = args[0], args[1], args[2]
     deadline = time.monotonic() + p._max_block_s
     checked = False
@@ -265,7 +264,7 @@ async def _queue_when_possible(p: Producer, why, args: tuple):
             if not checked:
                 p._acc.check_fields(key, value, args[5])    # a bad record fails before any wait
                 checked = True
-            await loop.run_in_executor(None, p._wait, topic, why, deadline)
+            await _metadata(p, loop, topic, deadline)
         else:
             await _memory(p, loop, deadline)
         why = p._send_path.try_send(*args)
@@ -273,6 +272,34 @@ async def _queue_when_possible(p: Producer, why, args: tuple):
             return await loop.run_in_executor(None, functools.partial(p.send, *args))
         if why is not NEED_MEMORY and why is not NEED_METADATA:
             return why
+
+
+async def _metadata(p: Producer, loop, topic: str, deadline: float) -> None:
+    """Until ``topic``'s partitions are known (Producer._wait_for_topic's loop, awaited: the
+    metadata calls back at its next update), up to ``deadline`` with the sync API's errors."""
+    if p._sender.fatal_error is not None:
+        raise p._sender.fatal_error
+    if deadline - time.monotonic() <= 0:
+        raise KafkaTimeoutError(f"topic {topic!r}: metadata not available within "
+                                f"max.block.ms={int(p._max_block_s * 1000)}")
+    md = p._metadata
+    md.add(topic, wall_clock_ms())
+    while (version := p._topic_unknown(topic)) is not None:
+        if md.closed:
+            raise KafkaError("requested metadata update after close")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise p._no_metadata(topic)
+        waiter = loop.create_future()
+        md.add_listener(functools.partial(_wake_threadsafe, loop, waiter))
+        if md.version > version:    # updated before the listener was in
+            continue
+        # At most 0.5 s at a time, as the sync wait: a refresh that failed is retried.
+        timer = loop.call_later(min(remaining, 0.5), _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
 
 
 async def _memory(p: Producer, loop, deadline: float) -> None:
@@ -444,7 +471,14 @@ class AIOProducer:
         await asyncio.get_running_loop().run_in_executor(None, self.producer.flush, timeout)
 
     async def partitions_for(self, topic: str):
-        return await asyncio.get_running_loop().run_in_executor(None, self.producer.partitions_for, topic)
+        """The topic's partitions (PartitionInfo); the wait for its metadata (up to
+        max.block.ms) is awaited on the loop."""
+        p = self.producer
+        if p._closed:
+            raise KafkaError("cannot get partitions: the producer is closed")
+        _check_topic(topic)
+        await _metadata(p, asyncio.get_running_loop(), topic, time.monotonic() + p._max_block_s)
+        return p.partitions_for(topic)      # known now: answers at once
 
     def metrics(self) -> dict:
         return self.producer.metrics()

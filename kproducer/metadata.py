@@ -45,6 +45,7 @@ later update shows the topic without them.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -55,6 +56,8 @@ from typing import Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optiona
 from .backoff import ExponentialBackoff
 from .errors import KafkaError
 from .protocol.errors_table import ErrorCode, broker_error, is_invalid_metadata
+
+log = logging.getLogger("kproducer")
 
 __all__ = [
     "Node", "PartitionInfo", "TopicInfo", "Cluster", "Metadata", "MetadataRequestPlan",
@@ -366,6 +369,7 @@ class Metadata:
         self._last_epochs: Dict[Tuple[str, int], int] = {}
         self._fatal: Optional[BaseException] = None
         self._closed = False
+        self._listeners: list = []         # add_listener's, until the next wake-up
 
     # -- lock-free reads ------------------------------------------------------------
     @property
@@ -535,7 +539,7 @@ class Metadata:
                 self._need_full = True
             self._cluster = cluster
             self._version += 1
-            self._cond.notify_all()
+            self._wake_locked()
             return cluster
 
     def _check_epochs(self, ti: TopicInfo, old: Optional[TopicInfo],
@@ -585,6 +589,23 @@ class Metadata:
             self._need_full = True
 
     # -- waiting ----------------------------------------------------------------------
+    def add_listener(self, fn) -> None:
+        """Calls ``fn()`` once, at the next update, fatal error or close, on the thread
+        that makes it (an asyncio send waiting for a topic wakes its loop: kproducer.aio);
+        keep it short, and do not call back into this object from it."""
+        with self._lock:
+            self._listeners.append(fn)
+
+    def _wake_locked(self) -> None:
+        self._cond.notify_all()
+        if self._listeners:
+            listeners, self._listeners = self._listeners, []
+            for fn in listeners:
+                try:
+                    fn()
+                except Exception:
+                    log.exception("metadata listener %r raised", fn)
+
     def await_update(self, last_version: int, timeout_s: Optional[float]) -> bool:
         """Block until :attr:`version` > ``last_version``; False if ``timeout_s`` passed first.
 
@@ -628,7 +649,7 @@ class Metadata:
         """Fail waiters with ``exc`` (e.g. an authentication failure); raised once."""
         with self._cond:
             self._fatal = exc
-            self._cond.notify_all()
+            self._wake_locked()
 
     def _raise_fatal_locked(self) -> None:
         exc, self._fatal = self._fatal, None
@@ -639,7 +660,7 @@ class Metadata:
         """Wake every waiter; later :meth:`await_update` calls raise."""
         with self._cond:
             self._closed = True
-            self._cond.notify_all()
+            self._wake_locked()
 
     def __repr__(self) -> str:
         return (f"Metadata(version={self._version}, topics={sorted(self._last_used)}, "

@@ -266,25 +266,33 @@ class Producer:
     def _wait_for_topic(self, topic: str, timeout_s: float) -> None:
         deadline = time.monotonic() + max(timeout_s, 0.0)
         self._metadata.add(topic, wall_clock_ms())
-        while True:
-            self._metadata.maybe_raise_for_topic(topic)
-            cluster = self._metadata.cluster
-            n = cluster.num_partitions(topic)
-            if n:
-                self._acc.set_partition_count(topic, n, cluster.available_partition_ids(topic))
-                return
-            version = self._metadata.request_update_for_topic(topic)
-            self._sender.wakeup()
+        while (version := self._topic_unknown(topic)) is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                # Name the cause when no broker could be reached (DNS failure, refused or
-                # silent connection): "not present in metadata" alone sends users looking
-                # for a missing topic.
-                why = self._client.last_connect_error
-                raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after "
-                                        f"max.block.ms={int(self._max_block_s * 1000)}"
-                                        + (f"; no broker reachable: {why}" if why else ""))
+                raise self._no_metadata(topic)
             self._metadata.await_update(version, min(remaining, 0.5))
+
+    def _topic_unknown(self, topic: str):
+        """None once ``topic``'s partitions are known (they are handed to the accumulator);
+        until then the metadata version an update must pass: one is requested and the I/O
+        thread woken. Raises the topic's fatal error (and the metadata's)."""
+        self._metadata.maybe_raise_for_topic(topic)
+        cluster = self._metadata.cluster
+        n = cluster.num_partitions(topic)
+        if n:
+            self._acc.set_partition_count(topic, n, cluster.available_partition_ids(topic))
+            return None
+        version = self._metadata.request_update_for_topic(topic)
+        self._sender.wakeup()
+        return version
+
+    def _no_metadata(self, topic: str) -> KafkaTimeoutError:
+        # Name the cause when no broker could be reached (DNS failure, refused or silent
+        # connection): "not present in metadata" alone sends users looking for a missing topic.
+        why = self._client.last_connect_error
+        return KafkaTimeoutError(f"topic {topic!r} not present in metadata after "
+                                 f"max.block.ms={int(self._max_block_s * 1000)}"
+                                 + (f"; no broker reachable: {why}" if why else ""))
 
     # -- transactions (Java's KafkaProducer methods) --------------------------------------
 

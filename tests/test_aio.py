@@ -6,6 +6,7 @@ cancelled awaits, a closed producer, a broker that disappears."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import gc
 import threading
 import time
@@ -141,6 +142,8 @@ def test_waits_do_not_stall_the_loop(proxied_broker, kind):
     values = make_values(3000, 100)
 
     async def main():
+        executor = CountingExecutor()
+        asyncio.get_running_loop().set_default_executor(executor)
         async with AIOProducer(bootstrap_servers=proxy.bootstrap, buffer_memory=64 * 1024,
                                batch_size=16 * 1024, linger_ms=0, max_block_ms=30000) as p:
             await p.partitions_for("warm")        # connected before the delay begins
@@ -154,13 +157,24 @@ def test_waits_do_not_stall_the_loop(proxied_broker, kind):
             elapsed = time.perf_counter() - t0
             beat.stop()
             proxy.delay(0)
-            return beat, elapsed
+            return beat, elapsed, executor.submitted
 
-    beat, elapsed = run(kind, main())
+    beat, elapsed, submitted = run(kind, main())
     assert elapsed >= 2.0, elapsed          # it did wait: metadata, then memory, a second each
+    # Both waits were awaited on the loop itself: no thread was asked to wait for them.
+    assert submitted == 0, f"{submitted} calls went to the loop's executor"
     beat.check(f"{kind}, waits of {elapsed:.1f} s")
     check = check_topic(broker.bootstrap, "slow", len(values), warmups=0, timeout=120)
     assert check["ok"], check["error"]
+
+
+class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The loop's default executor, counting what it is given."""
+    submitted = 0
+
+    def submit(self, *args, **kwargs):
+        self.submitted += 1
+        return super().submit(*args, **kwargs)
 
 
 class CountingLoop(asyncio.SelectorEventLoop):
@@ -267,20 +281,20 @@ def test_send_many_is_awaitable_and_so_is_its_result(broker, kind):
 
 
 @pytest.mark.parametrize("kind", ["asyncio", "uvloop"])
-def test_cancelling_a_send_that_waits_in_the_executor_neither_loses_nor_duplicates(broker, kind):
-    """A send that waits (here for the new topic's metadata) runs in the loop's executor;
-    cancelling the task that awaits it cannot unsend it: the blocking send() goes on, and the
-    record ends acknowledged once, like any other queued record."""
+def test_cancelling_a_send_that_waits_for_metadata_neither_loses_nor_duplicates(broker, kind):
+    """A send that waits (here for the new topic's metadata) waits in a task of its own;
+    cancelling the task that awaits it cannot unsend it: the wait goes on, and the record
+    ends acknowledged once, like any other queued record."""
     broker.create_topic("cancel-exec", 1)
 
     async def main():
         async with AIOProducer(bootstrap_servers=broker.bootstrap) as p:
             task = asyncio.ensure_future(p.send("cancel-exec", b"kept", partition=0))
-            await asyncio.sleep(0)                  # the send is in the executor, waiting
+            await asyncio.sleep(0)                  # the send is waiting for the metadata
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
-            # The executor's send goes on: it queues the record once the metadata is in.
+            # The wait goes on: it queues the record once the metadata is in.
             deadline = time.monotonic() + 30
             while not p.metrics().get("records_acked"):
                 assert time.monotonic() < deadline, "the cancelled send never completed"
@@ -313,6 +327,15 @@ def test_a_closed_producer_and_a_vanished_broker_are_clear_errors(broker, kind):
         assert all(isinstance(o, KafkaTimeoutError) for o in outcomes), outcomes[:3]
         m = p.metrics()
         assert m["records_acked"] == 1 and m["records_failed"] == 51
+        # A topic whose metadata never comes: max.block.ms, then the sync API's error, which
+        # names the unreachable broker; the loop meanwhile goes on (awaited, not blocked).
+        t0 = time.monotonic()
+        with pytest.raises(KafkaTimeoutError, match="'never' not present in metadata after "
+                                                    "max.block.ms=2000; no broker reachable"):
+            await p.send("never", b"x")
+        with pytest.raises(KafkaTimeoutError, match="'never-2' not present in metadata"):
+            await p.partitions_for("never-2")
+        assert 3.9 <= time.monotonic() - t0 < 30
         await p.stop()
         with pytest.raises(KafkaError, match="closed"):
             await p.send("gone", b"x", partition=0)

@@ -259,6 +259,31 @@ def test_await_update_close_and_fatal_error():
     assert md.closed
 
 
+def test_listeners_are_called_once_at_the_next_update_fatal_error_or_close():
+    """What an asyncio send waiting for a topic is woken by (kproducer.aio): each listener
+    once, on the thread that changes the metadata; one that raises does not stop the rest."""
+    md = Metadata()
+    calls = []
+
+    def boom():
+        calls.append("boom")
+        raise RuntimeError("listener bug")
+
+    md.add_listener(lambda: calls.append(("a", md.version)))
+    md.add_listener(boom)
+    md.add_listener(lambda: calls.append(("b", md.version)))
+    assert calls == []
+    md.update(simple(), 1)
+    assert calls == [("a", 1), "boom", ("b", 1)]
+    md.update(simple(), 2)
+    assert len(calls) == 3                                      # once only
+    md.add_listener(lambda: calls.append("fatal"))
+    md.fatal_error(KafkaError("auth failed"))
+    md.add_listener(lambda: calls.append("closed"))
+    md.close()
+    assert calls[3:] == ["fatal", "closed"]
+
+
 def test_many_waiters_all_wake():
     md = Metadata()
     results = []
