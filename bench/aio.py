@@ -19,6 +19,9 @@ Every client at its own defaults (only the bootstrap servers given):
   asyncio future through ``loop.call_soon_threadsafe``, and a thread calling ``poll()``.
 - ``aiokafka``: ``fut = await p.send(topic, value, key=key)`` (``AIOKafkaProducer``).
 
+Beside them, once per round, the same loop with no producer (``LOOP_ONLY``: ``send``
+returns a settled future, nothing is sent): the most records/s any client can reach here.
+
 Figures: records/s and CPU seconds (user + system time of the process, every thread) over
 the whole timed part (send loops and final flush, until every record is settled);
 acknowledgement latency per record, from just before its send call to the return of the
@@ -227,7 +230,32 @@ def _confluent(bootstrap: str):
     return _ConfluentAIO(bootstrap)
 
 
-FACTORIES = {KPRODUCER: _Kproducer, CONFLUENT: _confluent, AIOKAFKA: _AIOKafka}
+class _LoopOnly:
+    """No producer at all: ``send`` returns an already-settled future and nothing is sent.
+    Its records/s, measured in the same run, is the most any client can reach in this loop:
+    what the tasks' own Python (the loop, the window, the latency stamps) leaves."""
+    api = "async def send(topic, value, key=None): return a settled future (nothing sent)"
+
+    def __init__(self, bootstrap: str):
+        self.settings = {}
+
+    async def start(self) -> None:
+        self._done = asyncio.get_running_loop().create_future()
+        self._done.set_result(None)
+
+    async def send(self, topic, value, key=None):
+        return self._done
+
+    async def flush(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+
+# The ceiling of the scenario (see _LoopOnly): run beside the clients, never read back.
+LOOP_ONLY = "the loop alone (no producer)"
+FACTORIES = {KPRODUCER: _Kproducer, CONFLUENT: _confluent, AIOKAFKA: _AIOKafka, LOOP_ONLY: _LoopOnly}
 
 
 # ---- one run ------------------------------------------------------------------------------

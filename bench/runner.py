@@ -305,7 +305,28 @@ def asyncio_runs(cluster: Cluster, names: list[str], sizes, repeat: int, progres
             progress.step()
             if not row["ok"]:
                 print(f"\nFAILED asyncio / {client}: {row['error']}", file=sys.stderr)
+        rows.append(_loop_alone(sizes, rep, progress))
     return rows
+
+
+def _loop_alone(sizes, rep: int, progress) -> dict:
+    """The scenario's loop with no producer (:data:`bench.aio.LOOP_ONLY`): the most records/s
+    any client can reach in it, measured in the same round. Nothing is sent or read back."""
+    n = sizes.for_client(scenarios.BASE, False)
+    progress.show(f"asyncio: {aio.LOOP_ONLY}, {n:,} records")
+    row = {"scenario": scenarios.ASYNCIO, "client": aio.LOOP_ONLY, "rep": rep, "records": n,
+           "ok": False, "error": None, "verify": None}
+    spec = {"client": aio.LOOP_ONLY, "bootstrap": "", "topic": "none", "records": n,
+            "tasks": aio.TASKS, "window": aio.WINDOW}
+    proc = subprocess.run([sys.executable, "-m", "bench.aio", json.dumps(spec)], cwd=ROOT,
+                          capture_output=True, text=True, check=False, timeout=120 + n / 2000)
+    if proc.returncode != 0:
+        row["error"] = f"process exited {proc.returncode}: {proc.stderr.strip()[-1500:]}"
+    else:
+        row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+        row["ok"] = row["failed"] == 0 and row["missing"] == 0
+    progress.step()
+    return row
 
 
 # ---- the Spark scenario -------------------------------------------------------------------
@@ -407,7 +428,7 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
             skipped[f"{scenarios.ASYNCIO} / {c}"] = f"{aio.DISTRIBUTION[c]} not installed"
     total = (len(plan) * args.repeat + spark_on + (scenarios.MICRO in names)
              + latency_on * len(latency.PLAN) * len(latency_clients)
-             + len(aio_clients) * args.repeat)
+             + (len(aio_clients) + 1) * args.repeat * bool(aio_clients))
     progress = Progress(total)
     cluster = Cluster(args.bootstrap_servers, args.partitions)
     results = {"runs": [], "micro": None, "latency": [], "asyncio": [], "skipped": skipped,

@@ -88,8 +88,15 @@ def test_bench_quick_writes_verified_results(tmp_path):
     # The asyncio scenario: every client, verified, with ordered percentiles and a loop stall;
     # the ratios against aiokafka (records/s target 10x, p99 lower) present.
     rows = doc["asyncio"]
-    assert {r["client"] for r in rows} == set(aio.CLIENTS)
-    assert [r["client"] for r in doc["asyncio_summary"]] == list(aio.CLIENTS)
+    assert {r["client"] for r in rows} == {*aio.CLIENTS, aio.LOOP_ONLY}
+    assert [r["client"] for r in doc["asyncio_summary"]] == [*aio.CLIENTS, aio.LOOP_ONLY]
+    # The loop with no producer (the scenario's ceiling): it ran, sent nothing, read nothing.
+    alone = [r for r in rows if r["client"] == aio.LOOP_ONLY]
+    rows = [r for r in rows if r["client"] != aio.LOOP_ONLY]
+    assert len(alone) == doc["parameters"]["repeat"]
+    for r in alone:
+        assert r["ok"] and r["verify"] is None and r["count"] == r["records"] > 0, r
+        assert r["records_per_s"] > 0 and r["tasks"] == aio.TASKS, r
     for r in rows:
         assert r["scenario"] == scenarios.ASYNCIO and r["ok"] and r["error"] is None, r
         assert r["verify"]["ok"] and r["verify"]["read"] == r["records"] + 1, r
@@ -104,6 +111,9 @@ def test_bench_quick_writes_verified_results(tmp_path):
     assert rate["target"] == report.TARGET_ASYNCIO and rate["value"] > 0 and rate["met"] is not None
     assert p99["target"] == 1.0 and p99["value"] > 0 and p99["met"] is not None
     assert f"asyncio records/s: {aio.KPRODUCER} / {aio.CONFLUENT}" in ratios
+    ceiling = ratios[f"asyncio records/s: {aio.LOOP_ONLY} / {aio.AIOKAFKA}"]
+    assert ceiling["target"] is None and ceiling["value"] > 0
+    assert f"| {aio.LOOP_ONLY} | {aio.TASKS} × {aio.WINDOW} |" in proc.stdout
     assert report.ASYNCIO_HEADER in proc.stdout
     assert f"| {aio.KPRODUCER} | {aio.TASKS} × {aio.WINDOW} |" in proc.stdout
     assert f"asyncio records/s: {aio.KPRODUCER} / {aio.AIOKAFKA}:" in proc.stdout
