@@ -260,7 +260,7 @@ cdef class Selector:
         return kp_selector_needs_poll(self.sel) != 0
 
     # -- connections ---------------------------------------------------------------
-    def connect(self, int conn_id, str host, int port, int send_buffer=131072,
+    def connect(self, int conn_id, str host, int port, int send_buffer=-1,
                 int receive_buffer=32768, *, TlsContext tls=None, str server_hostname=None):
         """Starts a non-blocking connect of ``conn_id`` to ``host:port``.
 

@@ -151,7 +151,7 @@ class NetworkClient:
     def __init__(self, *, client_id: str = "kproducer", request_timeout_ms: int = 30000,
                  max_in_flight: int = 5, reconnect_backoff_ms: int = 50,
                  reconnect_backoff_max_ms: int = 1000, connection_setup_timeout_ms: int = 10000,
-                 connections_max_idle_ms: int = 540000, send_buffer_bytes: int = 131072,
+                 connections_max_idle_ms: int = 540000, send_buffer_bytes: int = -1,
                  receive_buffer_bytes: int = 32768, max_response_size: int = DEFAULT_MAX_FRAME_SIZE,
                  max_connections: int = 1024, sasl=None, tls=None, time=None, selector=None):
         self.client_id = client_id

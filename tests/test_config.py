@@ -45,7 +45,7 @@ JAVA_DEFAULTS = {
     "partitioner.ignore.keys": False,
     "partitioner.adaptive.partitioning.enable": True,
     "partitioner.availability.timeout.ms": 0,
-    "send.buffer.bytes": 131072,
+    "send.buffer.bytes": -1,           # Java: 131072 (a fixed buffer is not autotuned)
     "receive.buffer.bytes": 32768,
     "connections.max.idle.ms": 540000,
     "security.protocol": "PLAINTEXT",

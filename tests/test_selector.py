@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 import socket
 import struct
 import threading
@@ -315,6 +316,42 @@ def test_ipv6_loopback(server, sel):
     sel.connect(0, "::1", srv.port)
     seen = poll_until(sel, lambda s: s.received)
     assert seen.connected == [0] and seen.frames(0) == [b"hello6"]
+
+
+def _sndbuf_of_connection_to(port: int) -> int:
+    """SO_SNDBUF of this process's socket connected to 127.0.0.1:``port`` (the selector's
+    sockets are not exposed: found through /proc/self/fd)."""
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            s = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue
+        with s:
+            try:
+                if s.type == socket.SOCK_STREAM and s.getpeername()[1] == port:
+                    return s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+            except OSError:
+                continue
+    raise AssertionError(f"no socket connected to port {port}")
+
+
+def test_socket_send_buffer_is_the_os_default_unless_given(server, sel):
+    """send.buffer.bytes=-1 (the default) leaves SO_SNDBUF to the kernel, which autotunes it
+    (a fixed one held 1 MB requests to 128 KiB pieces); a given size is set (Linux doubles
+    it for its bookkeeping, socket(7))."""
+    release = threading.Event()
+    servers = [server(lambda c: release.wait(DEADLINE)) for _ in range(3)]
+    try:
+        sel.connect(0, "127.0.0.1", servers[0].port)                      # the default: -1
+        sel.connect(1, "127.0.0.1", servers[1].port, 65536)
+        poll_until(sel, lambda s: {0, 1} <= set(s.connected))
+        plain = socket.create_connection(("127.0.0.1", servers[2].port), timeout=DEADLINE)
+        with plain:
+            assert _sndbuf_of_connection_to(servers[0].port) == plain.getsockopt(
+                socket.SOL_SOCKET, socket.SO_SNDBUF)
+        assert _sndbuf_of_connection_to(servers[1].port) == 2 * 65536
+    finally:
+        release.set()
 
 
 # ---- wakeup -------------------------------------------------------------------------
