@@ -16,7 +16,10 @@ The shape is aiokafka's (``start``/``stop``/``send``/``send_and_wait``/``flush``
 same compiled producer as :class:`kproducer.Producer`, whose futures (``send()``'s
 RecordFuture and ``send_many()``'s SendManyResult) are awaitable from any running loop.
 
-- ``send`` queues the record without blocking: the compiled path first. A record that must
+- ``send`` queues the record without blocking: the compiled path first
+  (``_accumulator.aio_send``). A record it can queue at once is queued by the call itself,
+  and what the call returns (a coroutine in form: ``create_task`` takes it) answers the
+  record's future without suspending and without a coroutine frame. A record that must
   wait for the topic's metadata or for room in ``buffer.memory`` waits on the loop itself
   (the metadata calls back at its next update, the pool as memory is released), with no
   thread of its own; it is then queued from the loop's thread, with ``max.block.ms`` and every
@@ -54,10 +57,9 @@ import time
 import weakref
 
 from kproducer import _accumulator
-from kproducer._accumulator import NEED_MEMORY, NEED_METADATA, LoopSlice, bind_slice
+from kproducer._accumulator import NEED_MEMORY, NEED_METADATA, UNTRIED, LoopSlice, bind_slice
 from kproducer._accumulator import bound_loop as _bound_loop
 from kproducer._accumulator import wall_clock_ms
-from kproducer._accumulator import turn_waiter as _turn_check
 from kproducer.errors import KafkaError, KafkaTimeoutError
 from kproducer.producer import Producer, _check_topic
 
@@ -423,26 +425,27 @@ class AIOProducer:
     async def __aexit__(self, *exc) -> None:
         await self.stop()
 
-    async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
-                   headers=None, on_delivery=None):
-        """Queues one record and returns its future (await it for the RecordMetadata). Waits
-        for metadata or buffer memory are awaited, never blocking the loop; so is the next
-        turn of the loop when this turn's sends have had their slice (cancelling that wait
-        queues nothing)."""
-        p = self._producer
-        if p is None:
-            p = self.producer       # raises: not started
-        waiter = _turn_check()
+    # Queues one record, returns an awaitable of its future: compiled (aio_send.pxi), so a
+    # record queued at once costs no coroutine frame; the rest goes through _send.
+    send = _accumulator.aio_send
+
+    async def _send(self, waiter, why, topic, value, key, partition, timestamp_ms, headers,
+                    on_delivery):
+        """send's Python part: ``waiter`` (the loop's next turn) awaited first; ``why`` is
+        what try_send answered (UNTRIED: not tried yet)."""
+        p = self.producer       # raises: not started
         if waiter is not None:
             await waiter            # this turn's slice is spent: the next one, then send
-        t = self._turn
-        if t is not None and _bound_loop() is not t.loop:
-            self._follow_loop()
-        fut = p._send_path.try_send(topic, value, key, partition, timestamp_ms, headers, on_delivery)
-        if fut is None or fut is NEED_MEMORY or fut is NEED_METADATA:
-            fut = await _send_waiting(p, fut, topic, value, key, partition, timestamp_ms,
-                                      headers, on_delivery)
-        return fut
+        if why is UNTRIED:
+            t = self._turn
+            if t is not None and _bound_loop() is not t.loop:
+                self._follow_loop()
+            why = p._send_path.try_send(topic, value, key, partition, timestamp_ms, headers,
+                                        on_delivery)
+        if why is None or why is NEED_MEMORY or why is NEED_METADATA:
+            return await _send_waiting(p, why, topic, value, key, partition, timestamp_ms,
+                                       headers, on_delivery)
+        return why
 
     def _follow_loop(self) -> None:
         """Sending from another loop than the one whose turn runs the steps: when that one

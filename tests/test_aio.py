@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import gc
+import sys
 import threading
 import time
 
@@ -16,7 +17,7 @@ import uvloop
 
 from bench.data import make_values
 from bench.verify import check_topic
-from kproducer import Producer, RecordMetadata
+from kproducer import Producer, RecordMetadata, _accumulator
 from kproducer.aio import AIOProducer
 from kproducer.errors import KafkaError, KafkaTimeoutError
 from kproducer.testing.procfs import runqueue_clock
@@ -183,6 +184,35 @@ class CountingLoop(asyncio.SelectorEventLoop):
     def call_soon_threadsafe(self, *args, **kwargs):
         CountingLoop.wakeups += 1
         return super().call_soon_threadsafe(*args, **kwargs)
+
+
+@pytest.mark.parametrize("kind", ["asyncio", "uvloop"])
+def test_send_is_awaitable_and_taken_as_a_coroutine(broker, kind):
+    """AIOProducer.send: a record it can queue at once is queued by the call itself (no
+    coroutine frame; awaiting what it returns answers the future without suspending); what it
+    returns is taken by asyncio.create_task and ensure_future as a coroutine is; a record sent
+    to a topic whose metadata is not there yet goes through the awaited waits."""
+    broker.create_topic("shape", 1)
+
+    async def main():
+        async with AIOProducer(bootstrap_servers=broker.bootstrap) as p:
+            first = await p.send("shape", b"first", partition=0)       # waits for metadata
+            pending = p.send("shape", b"queued", partition=0)
+            assert type(pending).__name__ == "QueuedSend"              # queued already
+            in_task = await asyncio.create_task(p.send("shape", b"in-task", partition=0))
+            ensured = await asyncio.ensure_future(p.send("shape", b"ensured", partition=0))
+            queued = await pending
+            mds = [await f for f in (first, queued, in_task, ensured)]
+            assert [md.offset for md in mds] == [0, 1, 2, 3]
+            with pytest.raises(TypeError):
+                await p.send(42, b"bad topic")
+            return _accumulator.QUEUED_SEND_FAST
+
+    fast = run(kind, main())
+    # CPython 3.10+: awaiting a QueuedSend goes through its am_send slot (no StopIteration).
+    assert fast is (sys.version_info >= (3, 10))
+    got = read_back(broker.bootstrap, "shape", timeout=30)[0]
+    assert [m.value for m in got] == [b"first", b"queued", b"in-task", b"ensured"]
 
 
 def test_completions_reach_the_loop_in_bulk(broker):

@@ -71,6 +71,10 @@ cdef class SendPath:
         with nothing queued, what it lacks: NEED_METADATA (the topic's partition count) or
         NEED_MEMORY (room in the pool; ``acc.last_need`` bytes), or None when it needs
         Python (serializers, a custom partitioner, a transaction's checks, a fork)."""
+        return self.try_queue(topic, value, key, partition, timestamp_ms, headers, on_delivery)
+
+    cdef object try_queue(self, topic, value, key, partition, timestamp_ms, headers,
+                          on_delivery):
         cdef object fut
         if self.needs_python or self.generation != _fork_generation or type(topic) is not str:
             return None
