@@ -12,7 +12,7 @@ from kproducer.errors import RecordTooLargeError as RecordTooLargeError
 NEED_METADATA: object
 NEED_MEMORY: object
 UNTRIED: object
-QUEUED_SEND_FAST: bool
+READY_AM_SEND: bool
 
 _LeaderOf = Callable[[str, int], int]
 _Callback = Callable[[Optional[BaseException], Optional["RecordMetadata"]], Any]
@@ -278,10 +278,10 @@ class SendPath:
 
 
 @disjoint_base
-class QueuedSend:
-    """What AIOProducer.send returns for a record it queued at once."""
-    def __await__(self) -> Generator[Any, None, RecordFuture]: ...
-    def __iter__(self) -> QueuedSend: ...
+class Ready:
+    """An awaitable whose value is known already (no suspension)."""
+    def __await__(self) -> Generator[Any, None, Any]: ...
+    def __iter__(self) -> Ready: ...
     def __next__(self) -> Any: ...
     def send(self, value: Any) -> Any: ...
     def throw(self, typ: Any, val: Any = ..., tb: Any = ...) -> Any: ...

@@ -198,7 +198,7 @@ def test_send_is_awaitable_and_taken_as_a_coroutine(broker, kind):
         async with AIOProducer(bootstrap_servers=broker.bootstrap) as p:
             first = await p.send("shape", b"first", partition=0)       # waits for metadata
             pending = p.send("shape", b"queued", partition=0)
-            assert type(pending).__name__ == "QueuedSend"              # queued already
+            assert type(pending) is _accumulator.Ready                 # queued already
             in_task = await asyncio.create_task(p.send("shape", b"in-task", partition=0))
             ensured = await asyncio.ensure_future(p.send("shape", b"ensured", partition=0))
             queued = await pending
@@ -206,10 +206,10 @@ def test_send_is_awaitable_and_taken_as_a_coroutine(broker, kind):
             assert [md.offset for md in mds] == [0, 1, 2, 3]
             with pytest.raises(TypeError):
                 await p.send(42, b"bad topic")
-            return _accumulator.QUEUED_SEND_FAST
+            return _accumulator.READY_AM_SEND
 
     fast = run(kind, main())
-    # CPython 3.10+: awaiting a QueuedSend goes through its am_send slot (no StopIteration).
+    # CPython 3.10+: awaiting a Ready goes through its am_send slot (no StopIteration).
     assert fast is (sys.version_info >= (3, 10))
     got = read_back(broker.bootstrap, "shape", timeout=30)[0]
     assert [m.value for m in got] == [b"first", b"queued", b"in-task", b"ensured"]

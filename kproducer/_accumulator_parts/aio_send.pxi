@@ -3,65 +3,6 @@
 # queued at once, the common case; kproducer.aio keeps every wait and says why.
 
 
-cdef class QueuedSend:
-    """What ``AIOProducer.send`` returns for a record it queued at once: awaiting it gives the
-    record's future without suspending. It has a coroutine's methods (send, throw, close),
-    so ``asyncio.create_task`` and ``ensure_future`` take it as they take a coroutine."""
-    cdef object fut
-
-    def __await__(self):
-        return self
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        raise StopIteration(self.fut)
-
-    def send(self, value):
-        raise StopIteration(self.fut)
-
-    def throw(self, typ, val=None, tb=None):
-        raise typ if val is None else val
-
-    def close(self):
-        pass
-
-
-cdef extern from *:
-    """
-    /* `await` on a QueuedSend: its am_send slot answers the record's future as the await's
-       value (PYGEN_RETURN), with no StopIteration made and no traceback added for it, as a
-       Cython __next__ that raises would (a microsecond per send). Installed only where the
-       slot exists (3.10+) and the object's layout is the one written here (a cdef class
-       with no cdef methods: the field after the header). */
-    typedef struct { PyObject_HEAD PyObject *fut; } kp_queued_send_layout;
-    #if PY_VERSION_HEX >= 0x030A0000
-    static PySendResult kp_queued_send_am_send(PyObject *self, PyObject *arg, PyObject **result) {
-        (void)arg;
-        *result = ((kp_queued_send_layout *)self)->fut;
-        Py_INCREF(*result);
-        return PYGEN_RETURN;
-    }
-    static int kp_queued_send_install(PyObject *o) {
-        PyTypeObject *t = (PyTypeObject *)o;
-        if (t->tp_as_async == NULL || t->tp_basicsize != (Py_ssize_t)sizeof(kp_queued_send_layout))
-            return 0;
-        t->tp_as_async->am_send = kp_queued_send_am_send;
-        PyType_Modified(t);
-        return 1;
-    }
-    #else
-    static int kp_queued_send_install(PyObject *o) { (void)o; return 0; }
-    #endif
-    """
-    int kp_queued_send_install(object t)
-
-
-# True where awaiting a QueuedSend goes through its am_send slot (tests check it does here).
-QUEUED_SEND_FAST = bool(kp_queued_send_install(QueuedSend))
-
-
 # kproducer.aio's marker for "nothing tried yet" (AIOProducer._send's ``why``).
 UNTRIED = object()
 
@@ -75,7 +16,6 @@ def aio_send(self, topic, value=None, key=None, partition=None, timestamp_ms=Non
     the loop."""
     cdef object p = self._producer
     cdef object waiter, t, fut
-    cdef QueuedSend q
     if p is None:
         return self._send(None, UNTRIED, topic, value, key, partition, timestamp_ms, headers,
                           on_delivery)                          # raises: not started
@@ -89,6 +29,4 @@ def aio_send(self, topic, value=None, key=None, partition=None, timestamp_ms=Non
     if fut is None or fut is NEED_MEMORY or fut is NEED_METADATA:
         return self._send(None, fut, topic, value, key, partition, timestamp_ms, headers,
                           on_delivery)
-    q = QueuedSend.__new__(QueuedSend)
-    q.fut = fut
-    return q
+    return make_ready(fut)
