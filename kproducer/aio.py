@@ -279,11 +279,7 @@ async def _queue_when_possible(p: Producer, why, args: tuple):
 async def _metadata(p: Producer, loop, topic: str, deadline: float) -> None:
     """Until ``topic``'s partitions are known (Producer._wait_for_topic's loop, awaited: the
     metadata calls back at its next update), up to ``deadline`` with the sync API's errors."""
-    if p._sender.fatal_error is not None:
-        raise p._sender.fatal_error
-    if deadline - time.monotonic() <= 0:
-        raise KafkaTimeoutError(f"topic {topic!r}: metadata not available within "
-                                f"max.block.ms={int(p._max_block_s * 1000)}")
+    p._wait_left(topic, NEED_METADATA, deadline)
     md = p._metadata
     md.add(topic, wall_clock_ms())
     while (version := p._topic_unknown(topic)) is not None:

@@ -210,13 +210,7 @@ class Producer:
         """Waits, until ``deadline`` (time.monotonic()), for what the accumulator lacked:
         the topic's metadata (NEED_METADATA) or buffer memory (NEED_MEMORY). Raises
         KafkaTimeoutError past the deadline, and the I/O thread's fatal error if it has one."""
-        if self._sender.fatal_error is not None:
-            raise self._sender.fatal_error
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            what = "metadata" if why is NEED_METADATA else "buffer memory"
-            raise KafkaTimeoutError(f"topic {topic!r}: {what} not available within "
-                                    f"max.block.ms={int(self._max_block_s * 1000)}")
+        remaining = self._wait_left(topic, why, deadline)
         if why is NEED_METADATA:
             self._wait_for_topic(topic, remaining)
         else:
@@ -262,6 +256,18 @@ class Producer:
                     self._sender.step_from_app()
                 return result
             self._wait(topic, NEED_METADATA, deadline)
+
+    def _wait_left(self, topic: str, why, deadline: float) -> float:
+        """The seconds a wait for ``why`` may take (kproducer.aio's waits ask too): raises
+        the I/O thread's fatal error, or KafkaTimeoutError when the deadline has passed."""
+        if self._sender.fatal_error is not None:
+            raise self._sender.fatal_error
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            what = "metadata" if why is NEED_METADATA else "buffer memory"
+            raise KafkaTimeoutError(f"topic {topic!r}: {what} not available within "
+                                    f"max.block.ms={int(self._max_block_s * 1000)}")
+        return remaining
 
     def _wait_for_topic(self, topic: str, timeout_s: float) -> None:
         deadline = time.monotonic() + max(timeout_s, 0.0)
