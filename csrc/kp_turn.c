@@ -29,6 +29,9 @@ struct kp_turn {
     int64_t raised_at_us;   /* when pending was last raised (CLOCK_MONOTONIC) */
     uint64_t activity;      /* bumped by application threads as they send (kp_turn_touch) */
     uint64_t seen_activity; /* the I/O thread's last look at it (kp_turn_wait_io) */
+    uint64_t step_activity; /* activity at the last kp_turn_done that saw it change */
+    int64_t step_at_us;     /* when that was */
+    int64_t send_interval_us; /* mean time between sends (0: not known), kp_turn_grace_us */
     int loop_fd;            /* eventfd written as pending rises while loops are attached, -1 */
     int loops;              /* event loops attached (kp_turn_attach_loop) */
     int loop_grace_ms;      /* how long the I/O thread leaves a wanted step to them */
@@ -256,9 +259,37 @@ void kp_turn_begin(kp_turn *t)
     pthread_mutex_unlock(&t->mu);
 }
 
+/* With mu held, at the end of a step: the application's mean interval between sends since the
+ * last step that saw one (a moving average over steps). One clock read per step, none per
+ * send: kp_turn_touch stays a store. */
+static void note_sends(kp_turn *t)
+{
+    uint64_t a = __atomic_load_n(&t->activity, __ATOMIC_RELAXED);
+    if (a == t->step_activity)
+        return;
+    int64_t now = kp_turn_now_us();
+    if (t->step_at_us > 0) {
+        int64_t sample = (now - t->step_at_us) / (int64_t)(a - t->step_activity);
+        int64_t old = t->send_interval_us;
+        __atomic_store_n(&t->send_interval_us, old > 0 ? (3 * old + sample) / 4 : sample,
+                         __ATOMIC_RELAXED);
+    }
+    t->step_activity = a;
+    t->step_at_us = now;
+}
+
+int64_t kp_turn_grace_us(const kp_turn *t, int floor_ms)
+{
+    int64_t floor_us = (int64_t)floor_ms * 1000;
+    int64_t interval = __atomic_load_n(&t->send_interval_us, __ATOMIC_RELAXED);
+    int64_t g = 2 * interval;
+    return interval > 0 && g > floor_us && g <= KP_TURN_GRACE_MAX_US ? g : floor_us;
+}
+
 void kp_turn_done(kp_turn *t, int64_t due_us)
 {
     pthread_mutex_lock(&t->mu);
+    note_sends(t);
     t->due_us = due_us;
     __atomic_store_n(&t->pending, 0, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&t->cv);
@@ -280,25 +311,30 @@ void kp_turn_due_by(kp_turn *t, int64_t due_us)
     pthread_mutex_unlock(&t->mu);
 }
 
-static void deadline_in(struct timespec *until, int timeout_ms)
+static void deadline_in(struct timespec *until, int64_t timeout_us)
 {
     clock_gettime(CLOCK_MONOTONIC, until);
-    until->tv_sec += timeout_ms / 1000;
-    until->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    until->tv_sec += (time_t)(timeout_us / 1000000);
+    until->tv_nsec += (long)(timeout_us % 1000000) * 1000L;
     if (until->tv_nsec >= 1000000000L) {
         until->tv_sec++;
         until->tv_nsec -= 1000000000L;
     }
 }
 
-/* Waits with mu held until pending == want (or stop), up to timeout_ms (-1: no limit). */
-static void wait_for(kp_turn *t, int want, int timeout_ms)
+static int64_t ms_to_us(int timeout_ms)
+{
+    return timeout_ms < 0 ? -1 : (int64_t)timeout_ms * 1000;
+}
+
+/* Waits with mu held until pending == want (or stop), up to timeout_us (-1: no limit). */
+static void wait_for(kp_turn *t, int want, int64_t timeout_us)
 {
     struct timespec until;
-    if (timeout_ms >= 0)
-        deadline_in(&until, timeout_ms);
+    if (timeout_us >= 0)
+        deadline_in(&until, timeout_us);
     while (t->pending != want && !t->stop) {
-        if (timeout_ms < 0)
+        if (timeout_us < 0)
             pthread_cond_wait(&t->cv, &t->mu);
         else if (pthread_cond_timedwait(&t->cv, &t->mu, &until) == ETIMEDOUT)
             break;
@@ -309,7 +345,7 @@ int kp_turn_wait(kp_turn *t, int timeout_ms)
 {
     int r;
     pthread_mutex_lock(&t->mu);
-    wait_for(t, 1, timeout_ms);
+    wait_for(t, 1, ms_to_us(timeout_ms));
     r = t->pending;
     pthread_mutex_unlock(&t->mu);
     return r;
@@ -319,7 +355,7 @@ int kp_turn_wait_clear(kp_turn *t, int timeout_ms)
 {
     int r;
     pthread_mutex_lock(&t->mu);
-    wait_for(t, 0, timeout_ms);
+    wait_for(t, 0, ms_to_us(timeout_ms));
     r = !t->pending;
     pthread_mutex_unlock(&t->mu);
     return r;
@@ -341,13 +377,15 @@ int kp_turn_wait_io(kp_turn *t, int grace_ms)
             break;
         /* An application thread that sent since the last look runs Python now and will
          * run the step at its next send: leave it the step rather than queue for the GIL
-         * (which it would then wait a switch interval to get back). */
+         * (which it would then wait a switch interval to get back; and a thread queued
+         * for the GIL beside a busy one delayed steps and responses by milliseconds,
+         * measured). How long: kp_turn_grace_us, about the time to its next send. */
         uint64_t a = __atomic_load_n(&t->activity, __ATOMIC_RELAXED);
         if (t->loops > 0) {
             /* An attached event loop was woken (raise_locked) and runs the step on its own
              * thread; the I/O thread steps only if the loop is held up past its grace. */
             t->seen_activity = a;
-            wait_for(t, 0, t->loop_grace_ms);
+            wait_for(t, 0, ms_to_us(t->loop_grace_ms));
             if (t->pending)
                 break;
             continue;
@@ -355,7 +393,7 @@ int kp_turn_wait_io(kp_turn *t, int grace_ms)
         if (a == t->seen_activity)
             break;
         t->seen_activity = a;
-        wait_for(t, 0, grace_ms);
+        wait_for(t, 0, kp_turn_grace_us(t, grace_ms));
         if (t->pending)
             break;          /* nobody stepped within the grace: the I/O thread does */
     }
@@ -367,6 +405,11 @@ int kp_turn_wait_io(kp_turn *t, int grace_ms)
 int64_t kp_turn_raised_at_us(const kp_turn *t)
 {
     return __atomic_load_n(&t->raised_at_us, __ATOMIC_RELAXED);
+}
+
+int64_t kp_turn_send_interval_us(const kp_turn *t)
+{
+    return __atomic_load_n(&t->send_interval_us, __ATOMIC_RELAXED);
 }
 
 uint64_t kp_turn_raised(const kp_turn *t)

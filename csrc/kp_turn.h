@@ -66,9 +66,20 @@ int kp_turn_wait_clear(kp_turn *t, int timeout_ms);
 void kp_turn_touch(kp_turn *t);
 
 /* The I/O thread's wait: until pending (no limit) and, when an application thread sent since
- * the last call, a further grace_ms for that thread to run the step itself (pending clears:
- * wait again). Returns 1 when the I/O thread should step, 0 once the turn is stopped. */
+ * the last call, a further grace (kp_turn_grace_us with floor grace_ms) for that thread to run
+ * the step itself at its next send (pending clears: wait again). Returns 1 when the I/O thread
+ * should step, 0 once the turn is stopped. */
 int kp_turn_wait_io(kp_turn *t, int grace_ms);
+
+/* The grace, in µs: twice the application's mean interval between sends (measured by
+ * kp_turn_done from kp_turn_touch's count, so that a thread sending at a steady rate gets to
+ * its next send first), when that lies between floor_ms and KP_TURN_GRACE_MAX_US; floor_ms
+ * otherwise (a thread that sends less often is not waited for). */
+#define KP_TURN_GRACE_MAX_US 3000
+int64_t kp_turn_grace_us(const kp_turn *t, int floor_ms);
+
+/* The application's mean interval between sends as kp_turn_done measures it (0: not known). */
+int64_t kp_turn_send_interval_us(const kp_turn *t);
 
 /* Event loops (asyncio) as the stepping thread. kp_turn_loop_fd gives an eventfd (created
  * once, owned by the turn; KP_ERR_SYS with *sys_errno) that becomes readable each time

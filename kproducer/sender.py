@@ -59,8 +59,11 @@ from kproducer.transactions import TransactionManager
 log = logging.getLogger("kproducer")
 
 _SEQ_MOD = 1 << 31   # BaseSequence wraps at Integer.MAX_VALUE (Java's DefaultRecordBatch)
-# How long the I/O thread leaves a wanted step to an application thread that is sending (it
-# runs the step at its next send), before queueing for the GIL itself.
+# How long, at least, the I/O thread leaves a wanted step to an application thread that is
+# sending (it runs the step at its next send) before queueing for the GIL itself; the turn
+# makes it twice the thread's interval between sends, up to 3 ms (kp_turn_grace_us: at 1,000
+# sends/s a 1 ms grace let the I/O thread queue for the GIL beside the busy application about
+# every other step, and acknowledgements waited milliseconds more at the tail).
 _APP_GRACE_MS = 1
 
 
@@ -164,7 +167,7 @@ class Sender:
     def _io_turn(self) -> None:
         """One turn of the I/O thread: wait, without the GIL, until the watcher wants a step
         (a socket is ready, the selector was woken, a deadline passed) that no sending
-        application thread ran within _APP_GRACE_MS, then run it. Queueing for the GIL while
+        application thread ran within its grace (see _APP_GRACE_MS), then run it. Queueing for the GIL while
         the application runs Python would cost that thread a switch interval (5 ms) each
         time it releases the GIL (an event loop's every select()). The step lock is only
         ever tried: a thread that held it while waiting for the GIL would keep every other

@@ -146,6 +146,53 @@ def test_wait_clear_returns_when_another_thread_finishes_the_step(pipe):
         t.close()
 
 
+def _send_and_step(t, every_s, times):
+    """An application thread that sends every ``every_s`` seconds (or more, on a busy
+    machine) and runs the wanted step at each send."""
+    due = time.monotonic()
+    for _ in range(times):
+        while time.monotonic() < due:
+            pass
+        due += every_s
+        t.sent()
+        t.begin()
+        t.done(-1)
+
+
+def test_the_io_thread_leaves_a_steady_sender_about_two_of_its_intervals(pipe):
+    """The I/O thread leaves a wanted step to an application thread that sent (it runs the step
+    at its next send): for twice its mean interval between sends, measured at the steps, when
+    that is between the floor and 3 ms; for the floor when it sends less often. A thread that
+    queued for the GIL beside a busy application delayed acknowledgements by milliseconds."""
+    t = SenderTurn(pipe[0])
+    try:
+        assert t.send_interval_us == 0 and t.grace_us(1) == 1000      # nothing measured yet
+        _send_and_step(t, 0.005, 6)                  # every 5 ms or more: not waited for
+        assert t.send_interval_us >= 4900 and t.grace_us(1) == 1000
+        _send_and_step(t, 0.001, 60)                 # every 1 ms: about 2 ms
+        interval = t.send_interval_us
+        assert interval >= 900
+        grace = t.grace_us(1)
+        assert grace == (2 * interval if 1000 < 2 * interval <= 3000 else 1000)
+        assert t.grace_us(5) == 5000                 # never below the floor given
+
+        # A wanted step and a send since the I/O thread's last look: it waits the grace...
+        t.wake()
+        t.sent()
+        t0 = now_us()
+        assert t.wait_io(1)
+        assert now_us() - t0 >= grace
+        # ...unless the application runs the step meanwhile; then it waits for the next one.
+        t.sent()
+        threading.Timer(grace / 2e6, t.done, args=(-1,)).start()
+        threading.Timer(grace / 1e6 * 3, t.wake).start()
+        t0 = now_us()
+        assert t.wait_io(1)
+        assert now_us() - t0 >= grace * 3
+    finally:
+        t.close()
+
+
 def test_close_stops_the_watcher_and_leaves_a_harmless_object(pipe):
     before = threading.active_count()
     turns = [SenderTurn(pipe[0]) for _ in range(20)]

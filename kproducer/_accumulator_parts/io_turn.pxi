@@ -37,6 +37,20 @@ cdef class SenderTurn:
         if self.t != NULL:
             kp_turn_touch(self.t)
 
+    def sent(self):
+        """An application thread sent (what send() tells the turn, for tests)."""
+        self.touch()
+
+    @property
+    def send_interval_us(self):
+        """The application's mean interval between sends, as the steps see it (0: unknown)."""
+        return 0 if self.t == NULL else kp_turn_send_interval_us(self.t)
+
+    def grace_us(self, int floor_ms):
+        """How long :meth:`wait_io` (``grace_ms=floor_ms``) now leaves a wanted step to an
+        application thread that sent: about its interval between sends (see kp_turn.h)."""
+        return 0 if self.t == NULL else kp_turn_grace_us(self.t, floor_ms)
+
     @property
     def pending(self):
         return self.wanted()
@@ -89,7 +103,8 @@ cdef class SenderTurn:
 
     def wait_io(self, int grace_ms):
         """The I/O thread's wait (see kp_turn_wait_io): without the GIL until a step is
-        wanted that no application thread ran within ``grace_ms``; False once closed."""
+        wanted that no application thread that sent ran within its grace (:meth:`grace_us`,
+        at least ``grace_ms``); False once closed."""
         cdef int r
         if self.t == NULL:
             return False
