@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import random
 import threading
 import time
+import weakref
 from collections import defaultdict
 
 import pytest
@@ -363,6 +365,61 @@ def test_close_with_zero_timeout_fails_pending_records(proxied_broker):
     p.close(timeout=0)
     for f in futures:
         assert isinstance(f.exception(timeout=10), KafkaError)
+
+
+@pytest.mark.timeout(60)
+def test_a_raised_record_error_does_not_keep_the_raising_frame_alive(proxied_broker):
+    """The error of a failed batch is one object, kept by its result. Raised by result() (or by
+    a delivery callback), it takes a traceback through the frames it passes, and a frame that
+    holds the future closes a cycle: future -> result -> error -> traceback -> frame -> future.
+    The collector frees it once the frame is gone (with an untracked future it leaked every
+    such frame and all its locals)."""
+    broker, proxy = proxied_broker
+    broker.create_topic("tb", 1)
+    p = Producer(bootstrap_servers=proxy.bootstrap, linger_ms=0, request_timeout_ms=300,
+                 delivery_timeout_ms=600)
+    p.send("tb", b"warm").result(10)
+    proxy.stall(True)
+
+    class Local:
+        pass
+
+    alive = []
+
+    def application():                       # the future's error raised by result()
+        local = Local()
+        alive.append(weakref.ref(local))
+        fut = p.send("tb", b"lost")
+        fut.add_done_callback(lambda f: None)
+        with pytest.raises(KafkaTimeoutError):
+            fut.result(10)
+
+    def callback_application():              # the error raised by a delivery callback
+        local = Local()
+        alive.append(weakref.ref(local))
+        fut = None
+
+        def on_delivery(err, meta):
+            assert fut is not None and local is not None and meta is None
+            raise err                        # contained (logged) by the producer
+
+        fut = p.send("tb", b"lost too", on_delivery=on_delivery)
+        p.flush(10)
+        assert fut.done()
+
+    # The producer logs the callback's error with its traceback, and a captured log record
+    # would keep the frames alive by itself.
+    log = logging.getLogger("kproducer")
+    log.disabled = True
+    try:
+        application()
+        callback_application()
+    finally:
+        log.disabled = False
+    p.close(timeout=0)
+    gc.collect()
+    assert alive[0]() is None, "the frame that raised the record's error is still alive"
+    assert alive[1]() is None, "the frame of the callback that raised it is still alive"
 
 
 def _run_through_proxy(proxied_broker, configure, n=20_000, **producer_cfg):

@@ -123,6 +123,9 @@ cdef class BatchResult:
                     cb(error, md)
                 except Exception:
                     log.exception("on_delivery callback %r raised; the producer carries on", cb)
+                    if error is not None:
+                        # Its frames (a closure may hold an untracked future): see RecordFuture.
+                        error.__traceback__ = None
             self._deliveries = None
         if self._done_callbacks:
             for index, fut, fn in self._done_callbacks:
@@ -133,12 +136,21 @@ cdef class BatchResult:
             self._done_callbacks = None
 
 
-# Not tracked by the garbage collector: an application holds many (a window of sends per
-# task), and a collection of the youngest generation would walk each of them. A future refers
-# to nothing but its BatchResult, and any cycle through it (a done-callback or on_delivery
-# closure that holds the future) is broken when the batch completes or is failed, which every
-# batch is, at the latest when the producer closes.
-@cython.no_gc
+cdef extern from "Python.h":
+    int PyObject_GC_IsTracked(object o)
+    void PyObject_GC_Track(void *o)
+    void PyObject_GC_UnTrack(void *o)
+
+
+# Untracked by the garbage collector while nothing can make a cycle through it (make_future):
+# an application holds many (a window of sends per task), and collections that walked them
+# stalled event loops. A future refers only to its BatchResult; the cycles through it are a
+# done-callback or on_delivery closure that holds it (broken when the batch completes, as
+# every batch does, at the latest at close) and a failed record's error: one object, kept by
+# the BatchResult, that takes a traceback through the frames it is raised in, and a frame
+# that holds the future closes a cycle. So the future that hands out its error is tracked
+# first (_exposing), and the traceback a delivery callback gives the error is dropped after
+# it is logged; otherwise each such frame leaked with all its locals.
 @cython.freelist(64)
 cdef class RecordFuture:
     """The future ``send()`` returns: ``result(timeout)`` gives a RecordMetadata or
@@ -195,15 +207,24 @@ cdef class RecordFuture:
             if self._result._redirect is None:
                 return
 
+    cdef inline object _exposing(self):
+        # The error, about to reach the application: from now on the collector may have to
+        # free a cycle through this future (see above).
+        if not PyObject_GC_IsTracked(self):
+            PyObject_GC_Track(<void *>self)
+        return self._result.error
+
     def result(self, timeout=None):
         self._wait(timeout)
         if self._result.error is not None:
-            raise self._result.error
+            raise self._exposing()
         return self._result.metadata_for(self._index, self._timestamp)
 
     def exception(self, timeout=None):
         self._wait(timeout)
-        return self._result.error
+        if self._result.error is not None:
+            return self._exposing()
+        return None
 
     def add_done_callback(self, fn):
         """Calls ``fn(future)`` when done (at once if already done). It runs on the
@@ -223,7 +244,7 @@ cdef class RecordFuture:
         self._follow()
         r = self._result
         if r.error is not None:
-            waiter.set_exception(r.error)
+            waiter.set_exception(self._exposing())
         else:
             waiter.set_result(r.metadata_for(self._index, self._timestamp))
 
@@ -316,7 +337,7 @@ def _settled_record(RecordFuture f):
     """A settled RecordFuture's outcome, as ``__await__``'s iterator: no suspension."""
     cdef BatchResult r = f._result
     if r.error is not None:
-        raise r.error
+        raise f._exposing()
     return r.metadata_for(f._index, f._timestamp)
     yield
 
@@ -334,6 +355,7 @@ def _record_after(waiter, RecordFuture f):
 
 cdef inline RecordFuture make_future(BatchResult result, int32_t index, int64_t timestamp):
     cdef RecordFuture f = RecordFuture.__new__(RecordFuture)
+    PyObject_GC_UnTrack(<void *>f)      # see RecordFuture
     f._result = result
     f._index = index
     f._timestamp = timestamp
