@@ -113,6 +113,14 @@ class Sender:
         # Whose turn it is (see "whose turn" below): one step at a time, by the I/O thread
         # or by an application thread that holds the GIL when the I/O thread wants a step.
         self.turn = SenderTurn(client.selector.fileno())
+        # Deferred writes: a step stages its requests and the watcher writes them, without
+        # the GIL, so the thread that steps (an event loop, the application) does not spend
+        # the kernel's copy of a megabyte request holding it. (Test doubles of the selector
+        # have no such call.)
+        self._deferred_writes = hasattr(client.selector, "defer_writes")
+        if self._deferred_writes:
+            self.turn.set_writer(client.selector)
+            client.selector.defer_writes(True)
         accumulator.turn = self.turn
         accumulator.step = self.step_from_app
         self._step_lock = threading.Lock()
@@ -153,6 +161,10 @@ class Sender:
         # stays held: nobody else steps any more.
         with self._step_lock:
             self._step_owner = threading.get_ident()
+            if self._deferred_writes:
+                # Its polls write for themselves (the acks=0 barrier polls outside steps).
+                self.client.selector.defer_writes(False)
+                self.turn.set_writer(None)
             while not self.force_close and (self.acc.queued_batches() or self._in_flight_batches()):
                 self._step_safely()
                 self.turn.wait()
