@@ -189,7 +189,8 @@ cdef class Selector:
       and stages them as the connection's one send in flight; a second send
       before poll reports the first in ``sent`` raises :class:`NetworkError`.
       Each poll writes a staged send with one ``send(2)`` call at most, so a
-      slow peer never stalls the other connections.
+      slow peer never stalls the other connections; with :meth:`defer_writes`
+      the polls leave plaintext sends to :meth:`flush`, another thread's call.
     - Connected sockets are always read, up to ``READ_BUDGET`` (256 KiB) per
       connection per poll, even when nothing is expected.
     - :meth:`close` closes at once and reports nothing.

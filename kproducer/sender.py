@@ -7,12 +7,15 @@ Compiled, without the GIL:
   - the Selector (csrc/kp_selector.c): every socket read and write, framing, TLS;
   - the watcher (csrc/kp_turn.c, :class:`SenderTurn`): a plain C thread asleep in poll(2) on
     the selector's epoll descriptor and on the next deadline (a batch's linger.ms, a retry
-    backoff, a request timeout); it raises ``turn.pending`` when a step is wanted;
+    backoff, a request timeout); it raises ``turn.pending`` when a step is wanted, and it
+    writes the requests a step staged, and the rest of one a full socket left, itself
+    (deferred writes, ``Selector.defer_writes``): the stepping thread never spends the
+    kernel's copy of a request with the GIL held;
   - batches (csrc/kp_batch.c, the accumulator): records appended, compressed, CRC'd.
 Python, one *step* at a time under the step lock (:meth:`_step`): ready -> drain -> one
-Produce request per broker -> ``poll(0)``, which writes, reads and completes batches (one
-settlement per batch, its callbacks) -- and the policy: retries, splits, metadata,
-idempotence and sequence resets, transactions.
+Produce request per broker (staged for the watcher to write) -> ``poll(0)``, which reads and
+completes batches (one settlement per batch, its callbacks) -- and the policy: retries,
+splits, metadata, idempotence and sequence resets, transactions.
 
 Whose turn: a step runs on whichever thread gets there first with the GIL. ``send()`` and
 ``send_many()`` (which hold the GIL already) check ``turn.pending`` -- one load -- and run the
