@@ -150,6 +150,8 @@ typedef struct kp_conn {
     uint8_t tls_write_wants_read;  /* SSL_write returned WANT_READ: write again after a read */
     uint8_t poll_writes;    /* deferred writes: kp_selector_flush failed to write this send;
                              * the poll writes it and reports the error */
+    uint8_t tx_prompt;      /* deferred writes: its completion wants a poll at once
+                             * (kp_selector_report_promptly) */
 } kp_conn;
 
 struct kp_selector {
@@ -219,6 +221,7 @@ static void conn_release(kp_selector *s, kp_conn *c)
     c->tls_handshaking = c->tls_want = 0;
     c->tls_read_wants_write = c->tls_write_wants_read = 0;
     c->poll_writes = 0;
+    c->tx_prompt = 0;
     kp_buf_free(&c->tx);
     kp_frame_rx_free(&c->rx);
     c->tx_off = 0;
@@ -1074,14 +1077,24 @@ int kp_selector_flush(kp_selector *s)
             c->bytes_sent += (uint64_t)w;
         }
         if (c->tx_off == c->tx.len) {
-            /* Done: the next poll reports it sent and drops EPOLLOUT (mark_dirty). */
+            /* Done: the next poll reports it sent. EPOLLOUT goes now (else the watcher would
+             * see the descriptor readable and ask for a step); if that fails, the poll
+             * retries and reports it. */
             c->tx.len = 0;
             c->tx_off = 0;
             if (c->tx.cap > KP_SEL_KEEP_TX_CAP) kp_buf_free(&c->tx);
             KP_ASSERT(s->n_flushed < s->max_conns);
             s->flushed[s->n_flushed++] = id;
-            mark_dirty(s, id, c);
-            want_poll = 1;
+            unsigned want = conn_want(c);
+            if (want != c->registered) {
+                if (poller_set(&s->poller, c->fd, conn_token(id, c), want, 1) == 0)
+                    c->registered = (uint8_t)want;
+                else
+                    mark_dirty(s, id, c);
+            }
+            if (c->tx_prompt || c->dirty)
+                want_poll = 1;
+            c->tx_prompt = 0;
         } else if (c->poll_writes) {
             want_poll = 1;                      /* an error for the poll to report */
         }
@@ -1089,6 +1102,15 @@ int kp_selector_flush(kp_selector *s)
     }
     pthread_mutex_unlock(&s->mu);
     return want_poll;
+}
+
+void kp_selector_report_promptly(kp_selector *s, int32_t id)
+{
+    if (!id_ok(s, id)) return;
+    pthread_mutex_lock(&s->mu);
+    kp_conn *c = &s->conns[id];
+    if (c->state != KP_SEL_FREE && c->tx.len) c->tx_prompt = 1;
+    pthread_mutex_unlock(&s->mu);
 }
 
 int kp_selector_flush_hook(void *selector)

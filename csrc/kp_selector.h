@@ -258,11 +258,17 @@ void kp_selector_defer_writes(kp_selector *s, int on);
 
 /* Writes, while deferred writes are on, every staged plaintext send until done or the
  * socket takes no more (its EPOLLOUT makes kp_selector_fd readable again). Returns 1 when a
- * poll is wanted: a send completed (to report it) or was given back to the poll (an error
- * to report); 0 otherwise. Any thread may call it: every
+ * poll is wanted: a send completed that wants its report at once
+ * (kp_selector_report_promptly), or one was given back to the poll (an error to report);
+ * 0 otherwise. Any thread may call it: every
  * call that touches the connections is serialized by the selector's lock, which a poll
  * does not hold while it waits. kp_selector_flush_hook is the same for a void pointer. */
 int kp_selector_flush(kp_selector *s);
+
+/* The staged send of `id` wants its completion reported at once when kp_selector_flush
+ * completes it (flush returns 1): the caller has more to send on it, or nothing else will
+ * ask for a poll (no response expected). Other completions wait for the next poll. */
+void kp_selector_report_promptly(kp_selector *s, int32_t id);
 int kp_selector_flush_hook(void *selector);
 
 #endif /* KP_SELECTOR_H */

@@ -269,6 +269,12 @@ cdef class Selector:
             r = kp_selector_flush(self.sel)
         return r != 0
 
+    def report_promptly(self, int conn_id):
+        """The staged send of ``conn_id`` wants :meth:`flush` to ask for a poll as it
+        completes (more waits to be sent on it, or no response will come)."""
+        self._check_id(conn_id)
+        kp_selector_report_promptly(self.sel, conn_id)
+
     def writer_hooks(self):
         """(function, argument) addresses of the C call that writes deferred sends, for a
         SenderTurn's watcher (``SenderTurn.set_writer``); valid while this selector lives."""
