@@ -32,7 +32,6 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -148,10 +147,6 @@ typedef struct kp_conn {
     uint8_t tls_want;              /* what the handshake waits for: KP_EV_READ or KP_EV_WRITE */
     uint8_t tls_read_wants_write;  /* SSL_read returned WANT_WRITE: read again once writable */
     uint8_t tls_write_wants_read;  /* SSL_write returned WANT_READ: write again after a read */
-    uint8_t poll_writes;    /* deferred writes: kp_selector_flush failed to write this send;
-                             * the poll writes it and reports the error */
-    uint8_t tx_prompt;      /* deferred writes: its completion wants a poll at once
-                             * (kp_selector_report_promptly) */
 } kp_conn;
 
 struct kp_selector {
@@ -173,15 +168,6 @@ struct kp_selector {
     kp_sel_receive *received;
     size_t received_cap;
     kp_sel_results res;
-    /* Deferred writes (kp_selector_defer_writes): plaintext sends are written by
-     * kp_selector_flush on another thread; mu serializes every call that touches the
-     * connections (recursive: public calls make public calls). */
-    pthread_mutex_t mu;
-    pid_t pid;               /* the process that made it (kp_selector_free in a child) */
-    int defer_writes;
-    int32_t *flushed;        /* ids whose send kp_selector_flush completed: the next poll
-                              * reports them as sent */
-    int32_t n_flushed;
 };
 
 static uint64_t conn_token(int32_t id, const kp_conn *c)
@@ -220,8 +206,6 @@ static void conn_release(kp_selector *s, kp_conn *c)
     }
     c->tls_handshaking = c->tls_want = 0;
     c->tls_read_wants_write = c->tls_write_wants_read = 0;
-    c->poll_writes = 0;
-    c->tx_prompt = 0;
     kp_buf_free(&c->tx);
     kp_frame_rx_free(&c->rx);
     c->tx_off = 0;
@@ -364,15 +348,7 @@ kp_status kp_selector_new(kp_selector **out, int32_t max_connections, int32_t ma
     s->sent = calloc(n, sizeof *s->sent);
     s->disconnected = calloc(n, sizeof *s->disconnected);
     s->scratch = malloc(KP_SEL_READ_CHUNK);
-    s->flushed = calloc(n, sizeof *s->flushed);
-    pthread_mutexattr_t ma;
-    pthread_mutexattr_init(&ma);
-    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&s->mu, &ma);
-    pthread_mutexattr_destroy(&ma);
-    s->pid = getpid();
-    if (!s->conns || !s->dirty || !s->connected || !s->sent || !s->disconnected || !s->scratch ||
-        !s->flushed) {
+    if (!s->conns || !s->dirty || !s->connected || !s->sent || !s->disconnected || !s->scratch) {
         kp_selector_free(s);
         return KP_ERR_NOMEM;
     }
@@ -402,10 +378,6 @@ kp_status kp_selector_new(kp_selector **out, int32_t max_connections, int32_t ma
 void kp_selector_free(kp_selector *s)
 {
     if (!s) return;
-    /* A forked child: the epoll set is the parent's too (closing our copies of its sockets
-     * would take them out of it), and the lock may have been held by a thread of the parent
-     * that does not exist here (the watcher writing). Leave everything to the parent. */
-    if (getpid() != s->pid) return;
     if (s->conns) kp_selector_close_all(s);
     kp_selector_release_results(s);
     poller_close(&s->poller);
@@ -418,8 +390,6 @@ void kp_selector_free(kp_selector *s)
     free(s->disconnected);
     free(s->received);
     free(s->scratch);
-    free(s->flushed);
-    pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
@@ -430,7 +400,7 @@ static int set_int_opt(int fd, int level, int name, int value)
     return setsockopt(fd, level, name, &value, sizeof value) == 0 ? 0 : errno;
 }
 
-static kp_status connect_addr_unlocked(kp_selector *s, int32_t id, const struct sockaddr *addr,
+kp_status kp_selector_connect_addr(kp_selector *s, int32_t id, const struct sockaddr *addr,
                                    socklen_t addrlen, int send_buffer, int receive_buffer,
                                    int *sys_errno)
 {
@@ -490,7 +460,7 @@ static kp_status connect_addr_unlocked(kp_selector *s, int32_t id, const struct 
     return KP_OK;
 }
 
-static kp_status connect_unlocked(kp_selector *s, int32_t id, const char *host, int port,
+kp_status kp_selector_connect(kp_selector *s, int32_t id, const char *host, int port,
                               int send_buffer, int receive_buffer, int *sys_errno)
 {
     if (sys_errno) *sys_errno = 0;
@@ -528,7 +498,7 @@ static kp_status connect_unlocked(kp_selector *s, int32_t id, const char *host, 
                                     receive_buffer, sys_errno);
 }
 
-static kp_status connect_tls_unlocked(kp_selector *s, int32_t id, const char *host, int port,
+kp_status kp_selector_connect_tls(kp_selector *s, int32_t id, const char *host, int port,
                                   int send_buffer, int receive_buffer, const kp_tls_ctx *tls,
                                   const char *server_name, int *sys_errno, char *err,
                                   size_t errlen)
@@ -573,13 +543,13 @@ static kp_status stage(kp_selector *s, int32_t id, const uint8_t *prefix, size_t
     return KP_OK;
 }
 
-static kp_status send_unlocked(kp_selector *s, int32_t id, const uint8_t *data, size_t len)
+kp_status kp_selector_send(kp_selector *s, int32_t id, const uint8_t *data, size_t len)
 {
     if (len == 0) return KP_ERR_INVALID;
     return stage(s, id, NULL, 0, data, len);
 }
 
-static kp_status send_frame_unlocked(kp_selector *s, int32_t id, const uint8_t *payload, size_t len)
+kp_status kp_selector_send_frame(kp_selector *s, int32_t id, const uint8_t *payload, size_t len)
 {
     uint8_t size[KP_FRAME_SIZE_BYTES];
     kp_status st = kp_frame_put_size(size, len);
@@ -618,7 +588,6 @@ static int conn_write_done(kp_selector *s, int32_t id, kp_conn *c)
 {
     c->tx.len = 0;
     c->tx_off = 0;
-    c->poll_writes = 0;
     if (c->tx.cap > KP_SEL_KEEP_TX_CAP) kp_buf_free(&c->tx);
     report_id(s->sent, &s->res.n_sent, s->max_conns, id);
     return conn_update_interest(s, id, c);
@@ -821,16 +790,7 @@ static int conn_finish_connect(kp_selector *s, int32_t id, kp_conn *c)
     return conn_set_connected(s, id, c);
 }
 
-/* Whether the poll writes this connection's send itself: always, unless writes are deferred
- * to kp_selector_flush, which takes plaintext sends; the poll still writes the ones flush
- * left to it and any with an error or hang-up to report. */
-static int poll_writes(const kp_selector *s, const kp_conn *c, unsigned flags)
-{
-    return !s->defer_writes || c->ssl != NULL || c->poll_writes ||
-           (flags & (KP_EV_ERROR | KP_EV_HUP));
-}
-
-static void release_results_unlocked(kp_selector *s)
+void kp_selector_release_results(kp_selector *s)
 {
     if (!s) return;
     for (size_t i = 0; i < s->res.n_received; i++) free(s->received[i].data);
@@ -845,20 +805,13 @@ static void release_results_unlocked(kp_selector *s)
     s->res.woken = 0;
 }
 
-static kp_status poll_unlocked(kp_selector *s, int timeout_ms, const kp_sel_results **out,
+kp_status kp_selector_poll(kp_selector *s, int timeout_ms, const kp_sel_results **out,
                            int *sys_errno)
 {
     if (sys_errno) *sys_errno = 0;
     if (!s || !out) return KP_ERR_INVALID;
     kp_selector_release_results(s);
     *out = &s->res;
-    /* Sends kp_selector_flush completed since the last poll. */
-    for (int32_t i = 0; i < s->n_flushed; i++) {
-        int32_t id = s->flushed[i];
-        if (s->conns[id].state == KP_SEL_CONNECTED)
-            report_id(s->sent, &s->res.n_sent, s->max_conns, id);
-    }
-    s->n_flushed = 0;
     if (timeout_ms < 0) timeout_ms = -1;
 
     /* Interest changed by send() since the last poll. */
@@ -888,10 +841,7 @@ static kp_status poll_unlocked(kp_selector *s, int timeout_ms, const kp_sel_resu
     }
     if (s->res.n_connected || s->res.n_disconnected) timeout_ms = 0;
 
-    /* Not held while waiting: kp_selector_flush (another thread) writes meanwhile. */
-    if (timeout_ms != 0) pthread_mutex_unlock(&s->mu);
     int n = poller_wait(&s->poller, timeout_ms);
-    if (timeout_ms != 0) pthread_mutex_lock(&s->mu);
     if (n < 0) {
         if (n == -EINTR) return KP_OK;
         if (sys_errno) *sys_errno = -n;
@@ -930,14 +880,12 @@ static kp_status poll_unlocked(kp_selector *s, int timeout_ms, const kp_sel_resu
              (KP_UNLIKELY(c->tls_read_wants_write) && (flags & KP_EV_WRITE))) &&
             conn_read(s, id, c) < 0)
             continue;
-        if ((flags & KP_EV_WRITE) && c->tx.len && !c->tls_write_wants_read &&
-            poll_writes(s, c, flags))
-            (void)conn_write(s, id, c);
+        if ((flags & KP_EV_WRITE) && c->tx.len && !c->tls_write_wants_read) (void)conn_write(s, id, c);
     }
     return KP_OK;
 }
 
-static kp_status take_receive_unlocked(kp_selector *s, size_t index, uint8_t **data, size_t *len)
+kp_status kp_selector_take_receive(kp_selector *s, size_t index, uint8_t **data, size_t *len)
 {
     if (!s || !data || !len || index >= s->res.n_received) return KP_ERR_INVALID;
     *data = s->received[index].data;
@@ -948,7 +896,7 @@ static kp_status take_receive_unlocked(kp_selector *s, size_t index, uint8_t **d
 
 /* ---- close, wakeup, queries ------------------------------------------------- */
 
-static kp_status close_unlocked(kp_selector *s, int32_t id)
+kp_status kp_selector_close(kp_selector *s, int32_t id)
 {
     if (!id_ok(s, id)) return KP_ERR_INVALID;
     kp_conn *c = &s->conns[id];
@@ -957,7 +905,7 @@ static kp_status close_unlocked(kp_selector *s, int32_t id)
     return KP_OK;
 }
 
-static void close_all_unlocked(kp_selector *s)
+void kp_selector_close_all(kp_selector *s)
 {
     if (!s) return;
     for (int32_t id = 0; id < s->max_conns; id++) {
@@ -986,7 +934,7 @@ int kp_selector_wakeup(kp_selector *s)
     return e;
 }
 
-static int state_unlocked(const kp_selector *s, int32_t id)
+int kp_selector_state(const kp_selector *s, int32_t id)
 {
     return id_ok(s, id) ? s->conns[id].state : KP_SEL_FREE;
 }
@@ -996,7 +944,7 @@ int kp_selector_is_connected(const kp_selector *s, int32_t id)
     return kp_selector_state(s, id) == KP_SEL_CONNECTED;
 }
 
-static int is_sending_unlocked(const kp_selector *s, int32_t id)
+int kp_selector_is_sending(const kp_selector *s, int32_t id)
 {
     return id_ok(s, id) && s->conns[id].state != KP_SEL_FREE && s->conns[id].tx.len != 0;
 }
@@ -1006,12 +954,12 @@ int kp_selector_fd(const kp_selector *s)
     return s ? s->poller.fd : -1;
 }
 
-static int needs_poll_unlocked(const kp_selector *s)
+int kp_selector_needs_poll(const kp_selector *s)
 {
-    return s && (s->n_pending > 0 || s->n_dirty > 0 || s->n_flushed > 0);
+    return s && (s->n_pending > 0 || s->n_dirty > 0);
 }
 
-static int32_t count_unlocked(const kp_selector *s)
+int32_t kp_selector_count(const kp_selector *s)
 {
     return s ? s->count : 0;
 }
@@ -1026,7 +974,7 @@ int32_t kp_selector_max_frame_size(const kp_selector *s)
     return s ? s->max_frame : 0;
 }
 
-static kp_status stats_unlocked(const kp_selector *s, int32_t id, kp_sel_stats *out)
+kp_status kp_selector_stats(const kp_selector *s, int32_t id, kp_sel_stats *out)
 {
     if (!id_ok(s, id) || !out) return KP_ERR_INVALID;
     const kp_conn *c = &s->conns[id];
@@ -1036,199 +984,4 @@ static kp_status stats_unlocked(const kp_selector *s, int32_t id, kp_sel_stats *
     out->send_total = c->tx.len;
     out->send_remaining = c->tx.len - c->tx_off;
     return KP_OK;
-}
-
-/* ---- deferred writes ---------------------------------------------------------- */
-
-void kp_selector_defer_writes(kp_selector *s, int on)
-{
-    if (!s) return;
-    pthread_mutex_lock(&s->mu);
-    s->defer_writes = on != 0;
-    pthread_mutex_unlock(&s->mu);
-}
-
-int kp_selector_flush(kp_selector *s)
-{
-    int want_poll = 0;
-    if (!s) return 0;
-    pthread_mutex_lock(&s->mu);
-    if (!s->defer_writes) {
-        pthread_mutex_unlock(&s->mu);
-        return 0;
-    }
-    for (int32_t id = 0; id < s->max_conns; id++) {
-        kp_conn *c = &s->conns[id];
-        if (c->state != KP_SEL_CONNECTED || c->ssl != NULL || c->poll_writes || c->fd < 0 ||
-            c->tx_off >= c->tx.len)
-            continue;
-        /* Until the kernel takes no more: the socket's own buffer bounds each call. */
-        while (c->tx_off < c->tx.len) {
-            ssize_t w = send(c->fd, c->tx.data + c->tx_off, c->tx.len - c->tx_off,
-                             MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (w < 0) {
-                int e = errno;
-                if (e == EINTR) continue;
-                if (e != EAGAIN && e != EWOULDBLOCK)
-                    c->poll_writes = 1;         /* the poll writes again and reports it */
-                break;
-            }
-            c->tx_off += (size_t)w;
-            c->bytes_sent += (uint64_t)w;
-        }
-        if (c->tx_off == c->tx.len) {
-            /* Done: the next poll reports it sent. EPOLLOUT goes now (else the watcher would
-             * see the descriptor readable and ask for a step); if that fails, the poll
-             * retries and reports it. */
-            c->tx.len = 0;
-            c->tx_off = 0;
-            if (c->tx.cap > KP_SEL_KEEP_TX_CAP) kp_buf_free(&c->tx);
-            KP_ASSERT(s->n_flushed < s->max_conns);
-            s->flushed[s->n_flushed++] = id;
-            unsigned want = conn_want(c);
-            if (want != c->registered) {
-                if (poller_set(&s->poller, c->fd, conn_token(id, c), want, 1) == 0)
-                    c->registered = (uint8_t)want;
-                else
-                    mark_dirty(s, id, c);
-            }
-            if (c->tx_prompt || c->dirty)
-                want_poll = 1;
-            c->tx_prompt = 0;
-        } else if (c->poll_writes) {
-            want_poll = 1;                      /* an error for the poll to report */
-        }
-        /* Otherwise the socket is full: its EPOLLOUT brings the watcher back. */
-    }
-    pthread_mutex_unlock(&s->mu);
-    return want_poll;
-}
-
-void kp_selector_report_promptly(kp_selector *s, int32_t id)
-{
-    if (!id_ok(s, id)) return;
-    pthread_mutex_lock(&s->mu);
-    kp_conn *c = &s->conns[id];
-    if (c->state != KP_SEL_FREE && c->tx.len) c->tx_prompt = 1;
-    pthread_mutex_unlock(&s->mu);
-}
-
-int kp_selector_flush_hook(void *selector)
-{
-    return kp_selector_flush((kp_selector *)selector);
-}
-
-/* ---- the public calls, one thread at a time (see "deferred writes") --------------- */
-
-#define KP_SEL_LOCKED(s, call)                                   \
-    do {                                                         \
-        pthread_mutex_t *mu_ = (pthread_mutex_t *)&(s)->mu;      \
-        pthread_mutex_lock(mu_);                                 \
-        __typeof__(call) r_ = (call);                            \
-        pthread_mutex_unlock(mu_);                               \
-        return r_;                                               \
-    } while (0)
-
-kp_status kp_selector_connect_addr(kp_selector *s, int32_t id, const struct sockaddr *addr,
-                                   socklen_t addrlen, int send_buffer, int receive_buffer,
-                                   int *sys_errno)
-{
-    if (!s) return connect_addr_unlocked(s, id, addr, addrlen, send_buffer, receive_buffer, sys_errno);
-    KP_SEL_LOCKED(s, connect_addr_unlocked(s, id, addr, addrlen, send_buffer, receive_buffer, sys_errno));
-}
-
-kp_status kp_selector_connect(kp_selector *s, int32_t id, const char *host, int port,
-                              int send_buffer, int receive_buffer, int *sys_errno)
-{
-    if (!s) return connect_unlocked(s, id, host, port, send_buffer, receive_buffer, sys_errno);
-    KP_SEL_LOCKED(s, connect_unlocked(s, id, host, port, send_buffer, receive_buffer, sys_errno));
-}
-
-kp_status kp_selector_connect_tls(kp_selector *s, int32_t id, const char *host, int port,
-                                  int send_buffer, int receive_buffer, const struct kp_tls_ctx *tls,
-                                  const char *server_name, int *sys_errno, char *err,
-                                  size_t errlen)
-{
-    if (!s)
-        return connect_tls_unlocked(s, id, host, port, send_buffer, receive_buffer, tls,
-                                    server_name, sys_errno, err, errlen);
-    KP_SEL_LOCKED(s, connect_tls_unlocked(s, id, host, port, send_buffer, receive_buffer, tls,
-                                          server_name, sys_errno, err, errlen));
-}
-
-kp_status kp_selector_send(kp_selector *s, int32_t id, const uint8_t *data, size_t len)
-{
-    if (!s) return send_unlocked(s, id, data, len);
-    KP_SEL_LOCKED(s, send_unlocked(s, id, data, len));
-}
-
-kp_status kp_selector_send_frame(kp_selector *s, int32_t id, const uint8_t *payload, size_t len)
-{
-    if (!s) return send_frame_unlocked(s, id, payload, len);
-    KP_SEL_LOCKED(s, send_frame_unlocked(s, id, payload, len));
-}
-
-kp_status kp_selector_poll(kp_selector *s, int timeout_ms, const kp_sel_results **out,
-                           int *sys_errno)
-{
-    if (!s) return poll_unlocked(s, timeout_ms, out, sys_errno);
-    KP_SEL_LOCKED(s, poll_unlocked(s, timeout_ms, out, sys_errno));
-}
-
-kp_status kp_selector_take_receive(kp_selector *s, size_t index, uint8_t **data, size_t *len)
-{
-    if (!s) return take_receive_unlocked(s, index, data, len);
-    KP_SEL_LOCKED(s, take_receive_unlocked(s, index, data, len));
-}
-
-void kp_selector_release_results(kp_selector *s)
-{
-    if (!s) return;
-    pthread_mutex_lock(&s->mu);
-    release_results_unlocked(s);
-    pthread_mutex_unlock(&s->mu);
-}
-
-kp_status kp_selector_close(kp_selector *s, int32_t id)
-{
-    if (!s) return close_unlocked(s, id);
-    KP_SEL_LOCKED(s, close_unlocked(s, id));
-}
-
-void kp_selector_close_all(kp_selector *s)
-{
-    if (!s) return;
-    pthread_mutex_lock(&s->mu);
-    close_all_unlocked(s);
-    pthread_mutex_unlock(&s->mu);
-}
-
-int kp_selector_state(const kp_selector *s, int32_t id)
-{
-    if (!s) return state_unlocked(s, id);
-    KP_SEL_LOCKED(s, state_unlocked(s, id));
-}
-
-int kp_selector_is_sending(const kp_selector *s, int32_t id)
-{
-    if (!s) return is_sending_unlocked(s, id);
-    KP_SEL_LOCKED(s, is_sending_unlocked(s, id));
-}
-
-int kp_selector_needs_poll(const kp_selector *s)
-{
-    if (!s) return needs_poll_unlocked(s);
-    KP_SEL_LOCKED(s, needs_poll_unlocked(s));
-}
-
-int32_t kp_selector_count(const kp_selector *s)
-{
-    if (!s) return count_unlocked(s);
-    KP_SEL_LOCKED(s, count_unlocked(s));
-}
-
-kp_status kp_selector_stats(const kp_selector *s, int32_t id, kp_sel_stats *out)
-{
-    if (!s) return stats_unlocked(s, id, out);
-    KP_SEL_LOCKED(s, stats_unlocked(s, id, out));
 }

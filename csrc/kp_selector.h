@@ -26,10 +26,8 @@
  * Contracts
  * - Threads: a selector is used by one thread at a time, except
  *   kp_selector_wakeup, which any thread (or a signal handler) may call while
- *   another thread waits in kp_selector_poll, and kp_selector_flush (deferred
- *   writes, below), which another thread may call at any time: a lock
- *   serializes it with every call that touches the connections. No function
- *   calls back into the caller, allocates Python objects or needs the GIL.
+ *   another thread waits in kp_selector_poll. No function calls back into the
+ *   caller, allocates Python objects or needs the GIL.
  * - Connect outcome: every kp_selector_connect that returns KP_OK produces
  *   exactly one later event for that id - "connected", or "disconnected" with
  *   the errno (ECONNREFUSED, ENETUNREACH, ETIMEDOUT...) - unless the caller
@@ -162,8 +160,6 @@ kp_status kp_selector_new(kp_selector **out, int32_t max_connections, int32_t ma
                           int *sys_errno);
 
 /* Closes every connection and frees the selector (NULL is allowed). */
-/* In a forked child it frees nothing (the epoll set and the lock are shared with, or
- * held by, the parent's threads): the memory is left. */
 void kp_selector_free(kp_selector *s);
 
 /* Starts a connect to a numeric IPv4 ("127.0.0.1") or IPv6 ("::1",
@@ -248,27 +244,5 @@ int32_t kp_selector_max_connections(const kp_selector *s);
 int32_t kp_selector_max_frame_size(const kp_selector *s);
 /* Counters of a connection; KP_ERR_INVALID or KP_ERR_NOT_FOUND. */
 kp_status kp_selector_stats(const kp_selector *s, int32_t id, kp_sel_stats *out);
-
-/* Deferred writes: with `on`, a poll no longer writes the sends of plaintext connections
- * (it still writes TLS ones, and any that failed in kp_selector_flush); another
- * thread writes them with kp_selector_flush, without the caller's lock (the GIL), and the
- * next poll reports them in `sent`. Off again (`on` 0): the polls write everything, as
- * before. */
-void kp_selector_defer_writes(kp_selector *s, int on);
-
-/* Writes, while deferred writes are on, every staged plaintext send until done or the
- * socket takes no more (its EPOLLOUT makes kp_selector_fd readable again). Returns 1 when a
- * poll is wanted: a send completed that wants its report at once
- * (kp_selector_report_promptly), or one was given back to the poll (an error to report);
- * 0 otherwise. Any thread may call it: every
- * call that touches the connections is serialized by the selector's lock, which a poll
- * does not hold while it waits. kp_selector_flush_hook is the same for a void pointer. */
-int kp_selector_flush(kp_selector *s);
-
-/* The staged send of `id` wants its completion reported at once when kp_selector_flush
- * completes it (flush returns 1): the caller has more to send on it, or nothing else will
- * ask for a poll (no response expected). Other completions wait for the next poll. */
-void kp_selector_report_promptly(kp_selector *s, int32_t id);
-int kp_selector_flush_hook(void *selector);
 
 #endif /* KP_SELECTOR_H */

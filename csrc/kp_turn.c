@@ -35,9 +35,6 @@ struct kp_turn {
     int loop_fd;            /* eventfd written as pending rises while loops are attached, -1 */
     int loops;              /* event loops attached (kp_turn_attach_loop) */
     int loop_grace_ms;      /* how long the I/O thread leaves a wanted step to them */
-    int (*flush)(void *);   /* deferred writes (kp_turn_set_flush), NULL: none */
-    void *flush_arg;
-    int flushing;           /* the watcher is in flush (mu not held) */
 };
 
 int64_t kp_turn_now_ms(void)
@@ -92,34 +89,6 @@ static void rearm(kp_turn *t)
     (void)w; /* EAGAIN: a re-arm is already pending */
 }
 
-/* With mu held: the watcher writes what the steps left to it (kp_turn_set_flush) without
- * the lock, so that steps may begin meanwhile. Returns flush's answer (1: a step is wanted). */
-static int flush_locked(kp_turn *t)
-{
-    if (!t->flush)
-        return 0;
-    int (*fn)(void *) = t->flush;
-    void *arg = t->flush_arg;
-    t->flushing = 1;
-    pthread_mutex_unlock(&t->mu);
-    int r = fn(arg);
-    pthread_mutex_lock(&t->mu);
-    t->flushing = 0;
-    pthread_cond_broadcast(&t->cv);
-    return r;
-}
-
-/* Whether fd is readable now (a zero-timeout poll). */
-static int readable_now(int fd)
-{
-    struct pollfd p = {fd, POLLIN, 0};
-    int n;
-    do {
-        n = poll(&p, 1, 0);
-    } while (n < 0 && errno == EINTR);
-    return n != 0 && (n < 0 || p.revents != 0);
-}
-
 static void *watch(void *arg)
 {
     kp_turn *t = arg;
@@ -134,13 +103,6 @@ static void *watch(void *arg)
             pthread_cond_wait(&t->cv, &t->mu);
         if (t->stop)
             break;
-        /* The sends the last step staged go out now, before the wait. */
-        if (flush_locked(t)) {
-            raise_locked(t);
-            continue;
-        }
-        if (t->stop || t->pending)
-            continue;
         int64_t due = earliest(t->due_us, t->hint_us);
         struct timespec timeout, *timeout_p = NULL;
         if (due >= 0) {
@@ -173,19 +135,6 @@ static void *watch(void *arg)
         if (n < 0 && err == EINTR)
             continue;
         int ready = n > 0 && p[0].revents != 0;
-        if (ready && t->flush && !t->pending) {
-            /* A socket that takes more of a deferred send: write it here, and step only if
-             * that wants a poll or something else is ready too. */
-            if (flush_locked(t)) {
-                ready = 1;
-            } else {
-                pthread_mutex_unlock(&t->mu);
-                ready = readable_now(t->fd);
-                pthread_mutex_lock(&t->mu);
-            }
-            if (t->stop)
-                break;
-        }
         int64_t due_at = earliest(t->due_us, t->hint_us);
         int due_now = due_at >= 0 && kp_turn_now_us() >= due_at;
         /* poll failing otherwise (it cannot, on a valid descriptor) hands the step to the
@@ -288,18 +237,6 @@ void kp_turn_attach_loop(kp_turn *t, int delta, int grace_ms)
     }
     /* The I/O thread may be in its grace for application threads: it re-reads the rule. */
     pthread_cond_broadcast(&t->cv);
-    pthread_mutex_unlock(&t->mu);
-}
-
-void kp_turn_set_flush(kp_turn *t, int (*flush)(void *), void *arg)
-{
-    pthread_mutex_lock(&t->mu);
-    while (t->flushing)     /* the old writer's target may go away after this returns */
-        pthread_cond_wait(&t->cv, &t->mu);
-    t->flush = flush;
-    t->flush_arg = arg;
-    if (t->polling)
-        rearm(t);           /* a watcher asleep in ppoll flushes before its next wait */
     pthread_mutex_unlock(&t->mu);
 }
 

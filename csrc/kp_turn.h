@@ -91,14 +91,6 @@ int64_t kp_turn_send_interval_us(const kp_turn *t);
 kp_status kp_turn_loop_fd(kp_turn *t, int *fd_out, int *sys_errno);
 void kp_turn_attach_loop(kp_turn *t, int delta, int grace_ms);
 
-/* Deferred writes (kp_selector_defer_writes): the watcher calls flush(arg) - without the
- * turn's lock, never while pending - after each step and whenever the watched descriptor
- * turns readable, and raises pending when flush returns 1 (a poll is wanted) or the
- * descriptor is still readable after it. So the writes a step leaves behind go out on the
- * watcher's thread, not on the thread that holds the GIL. NULL detaches; it returns once
- * no call of the old flush is running. */
-void kp_turn_set_flush(kp_turn *t, int (*flush)(void *), void *arg);
-
 /* CLOCK_MONOTONIC in milliseconds and in microseconds. */
 int64_t kp_turn_now_ms(void);
 int64_t kp_turn_now_us(void);

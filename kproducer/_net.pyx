@@ -21,7 +21,7 @@ TLS: a :class:`TlsContext` (OpenSSL, csrc/kp_tls.c) passed to
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.stdint cimport int32_t, uint8_t, INT32_MAX, uintptr_t
+from libc.stdint cimport int32_t, uint8_t, INT32_MAX
 from libc.limits cimport INT_MAX
 
 from kproducer._cdefs.common cimport *
@@ -189,8 +189,7 @@ cdef class Selector:
       and stages them as the connection's one send in flight; a second send
       before poll reports the first in ``sent`` raises :class:`NetworkError`.
       Each poll writes a staged send with one ``send(2)`` call at most, so a
-      slow peer never stalls the other connections; with :meth:`defer_writes`
-      the polls leave plaintext sends to :meth:`flush`, another thread's call.
+      slow peer never stalls the other connections.
     - Connected sockets are always read, up to ``READ_BUDGET`` (256 KiB) per
       connection per poll, even when nothing is expected.
     - :meth:`close` closes at once and reports nothing.
@@ -254,31 +253,6 @@ cdef class Selector:
         woken. Another thread may wait on it (poll(2)) while this selector's owner is busy;
         see :meth:`needs_poll`."""
         return kp_selector_fd(self.sel)
-
-    def defer_writes(self, bint on):
-        """With ``on``, polls leave the sends of plaintext connections to :meth:`flush`,
-        which another thread (the Sender's watcher, see :meth:`writer_hooks`) calls without
-        the GIL; the next poll reports them in ``sent``. Off: polls write everything."""
-        kp_selector_defer_writes(self.sel, on)
-
-    def flush(self):
-        """Writes the deferred sends now (GIL released): True when a poll is wanted (a
-        send completed, or one was left to the poll to write or report)."""
-        cdef int r
-        with nogil:
-            r = kp_selector_flush(self.sel)
-        return r != 0
-
-    def report_promptly(self, int conn_id):
-        """The staged send of ``conn_id`` wants :meth:`flush` to ask for a poll as it
-        completes (more waits to be sent on it, or no response will come)."""
-        self._check_id(conn_id)
-        kp_selector_report_promptly(self.sel, conn_id)
-
-    def writer_hooks(self):
-        """(function, argument) addresses of the C call that writes deferred sends, for a
-        SenderTurn's watcher (``SenderTurn.set_writer``); valid while this selector lives."""
-        return <uintptr_t>kp_selector_flush_hook, <uintptr_t>self.sel
 
     def needs_poll(self):
         """True when the next poll has work :meth:`fileno` does not show (a connect outcome

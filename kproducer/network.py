@@ -176,9 +176,6 @@ class NetworkClient:
         self.reconnect = ExponentialBackoff(reconnect_backoff_ms, reconnect_backoff_max_ms)
         self.selector = selector if selector is not None else Selector(
             max_connections=max_connections, max_frame_size=max_response_size)
-        # Deferred writes (kproducer.sender): which completed sends the selector's writer
-        # reports at once (test doubles of the selector have no such call).
-        self._report_promptly = getattr(self.selector, "report_promptly", None)
         self.nodes: dict[int, NodeState] = {}
         self._free_slots = list(range(max_connections - 1, -1, -1))
         self._next_cid = 1
@@ -506,10 +503,6 @@ class NetworkClient:
                 self._disconnect(ns, NetworkError(f"send to node {ns.node_id} failed: {exc}"), self.time.mono_ms())
                 return
             ns.in_flight.append(entry)
-            if not entry.expect_response and self._report_promptly is not None:
-                self._report_promptly(ns.slot)      # its completion is its acknowledgement
-        if ns.pending and self._report_promptly is not None:
-            self._report_promptly(ns.slot)          # the next waits for this one's report
 
     def wakeup(self) -> None:
         """Interrupts a poll waiting in another thread."""

@@ -7,15 +7,12 @@ Compiled, without the GIL:
   - the Selector (csrc/kp_selector.c): every socket read and write, framing, TLS;
   - the watcher (csrc/kp_turn.c, :class:`SenderTurn`): a plain C thread asleep in poll(2) on
     the selector's epoll descriptor and on the next deadline (a batch's linger.ms, a retry
-    backoff, a request timeout); it raises ``turn.pending`` when a step is wanted, and it
-    writes the requests a step staged, and the rest of one a full socket left, itself
-    (deferred writes, ``Selector.defer_writes``): the stepping thread never spends the
-    kernel's copy of a request with the GIL held;
+    backoff, a request timeout); it raises ``turn.pending`` when a step is wanted;
   - batches (csrc/kp_batch.c, the accumulator): records appended, compressed, CRC'd.
 Python, one *step* at a time under the step lock (:meth:`_step`): ready -> drain -> one
-Produce request per broker (staged for the watcher to write) -> ``poll(0)``, which reads and
-completes batches (one settlement per batch, its callbacks) -- and the policy: retries,
-splits, metadata, idempotence and sequence resets, transactions.
+Produce request per broker -> ``poll(0)``, which writes, reads and completes batches (one
+settlement per batch, its callbacks) -- and the policy: retries, splits, metadata,
+idempotence and sequence resets, transactions.
 
 Whose turn: a step runs on whichever thread gets there first with the GIL. ``send()`` and
 ``send_many()`` (which hold the GIL already) check ``turn.pending`` -- one load -- and run the
@@ -116,14 +113,6 @@ class Sender:
         # Whose turn it is (see "whose turn" below): one step at a time, by the I/O thread
         # or by an application thread that holds the GIL when the I/O thread wants a step.
         self.turn = SenderTurn(client.selector.fileno())
-        # Deferred writes: a step stages its requests and the watcher writes them, without
-        # the GIL, so the thread that steps (an event loop, the application) does not spend
-        # the kernel's copy of a megabyte request holding it. (Test doubles of the selector
-        # have no such call.)
-        self._deferred_writes = hasattr(client.selector, "defer_writes")
-        if self._deferred_writes:
-            self.turn.set_writer(client.selector)
-            client.selector.defer_writes(True)
         accumulator.turn = self.turn
         accumulator.step = self.step_from_app
         self._step_lock = threading.Lock()
@@ -164,10 +153,6 @@ class Sender:
         # stays held: nobody else steps any more.
         with self._step_lock:
             self._step_owner = threading.get_ident()
-            if self._deferred_writes:
-                # Its polls write for themselves (the acks=0 barrier polls outside steps).
-                self.client.selector.defer_writes(False)
-                self.turn.set_writer(None)
             while not self.force_close and (self.acc.queued_batches() or self._in_flight_batches()):
                 self._step_safely()
                 self.turn.wait()

@@ -11,7 +11,6 @@ cdef class SenderTurn:
     load and runs the step itself; the I/O thread sleeps in :meth:`wait` without the GIL.
     The thread that ran a step calls :meth:`done` after its poll."""
     cdef kp_turn *t
-    cdef object _writer     # the selector whose deferred sends the watcher writes (kept alive)
 
     def __cinit__(self, int fd):
         cdef int err = 0
@@ -29,20 +28,6 @@ cdef class SenderTurn:
         """Stops the watcher thread (the selector's descriptor may close after this)."""
         kp_turn_free(self.t)
         self.t = NULL
-        self._writer = None
-
-    def set_writer(self, selector):
-        """The watcher writes ``selector``'s deferred sends (``Selector.defer_writes``)
-        after each step and as its sockets take more, without the GIL; None: no more (returns
-        once no write of the old one runs)."""
-        cdef uintptr_t fn = 0, arg = 0
-        if self.t == NULL:
-            raise KafkaError("the producer is closed")
-        if selector is not None:
-            fn, arg = selector.writer_hooks()
-        with nogil:
-            kp_turn_set_flush(self.t, <int (*)(void *) noexcept nogil>fn, <void *>arg)
-        self._writer = selector
 
     cdef inline bint wanted(self) noexcept:
         return self.t != NULL and kp_turn_pending(self.t) != 0

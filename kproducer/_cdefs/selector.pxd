@@ -74,7 +74,3 @@ cdef extern from "kp_selector.h" nogil:
     int32_t kp_selector_max_connections(const kp_selector *s)
     int32_t kp_selector_max_frame_size(const kp_selector *s)
     kp_status kp_selector_stats(const kp_selector *s, int32_t id, kp_sel_stats *out)
-    void kp_selector_defer_writes(kp_selector *s, int on)
-    int kp_selector_flush(kp_selector *s)
-    void kp_selector_report_promptly(kp_selector *s, int32_t id)
-    int kp_selector_flush_hook(void *selector)

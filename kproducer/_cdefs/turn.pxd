@@ -16,7 +16,6 @@ cdef extern from "kp_turn.h" nogil:
     int kp_turn_wait_clear(kp_turn *t, int timeout_ms)
     void kp_turn_touch(kp_turn *t)
     int kp_turn_wait_io(kp_turn *t, int grace_ms)
-    void kp_turn_set_flush(kp_turn *t, int (*flush)(void *) noexcept nogil, void *arg)
     int64_t kp_turn_grace_us(const kp_turn *t, int floor_ms)
     int64_t kp_turn_send_interval_us(const kp_turn *t)
     kp_status kp_turn_loop_fd(kp_turn *t, int *fd_out, int *sys_errno)
