@@ -29,7 +29,8 @@ with an error that names the broker's error code.
 
 Idempotence: InitProducerId gives a producer id and epoch; each partition's
 batches carry consecutive BaseSequence numbers. DUPLICATE_SEQUENCE_NUMBER counts
-as success. A sequence gap (OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier retry to
+as success for a resent batch; for a batch's first send it means another batch holds its
+sequence (two producers given one id) and is handled as UNKNOWN_PRODUCER_ID. A sequence gap (OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier retry to
 explain it, a sequenced batch that failed for good) or UNKNOWN_PRODUCER_ID (the
 broker forgot us, as after a restart) is recovered from by waiting until nothing
 is in flight, obtaining a fresh producer id and renumbering every unacknowledged
@@ -437,11 +438,23 @@ class Sender:
 
     def _handle_partition(self, b, code: int, base_offset: int, log_append_time: int, message, wall: int) -> None:
         tp = (b.topic, b.partition)
-        if code == 0 or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+        if code == 0 or (code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and b.attempts > 0):
+            # DUPLICATE_SEQUENCE_NUMBER for a resend: the broker has the batch already.
             self._remove_in_flight(b)
             self._complete(b, base_offset if code == 0 else -1, log_append_time if log_append_time is not None else -1)
             return
         exc = broker_error(code, f"{b.topic}-{b.partition}" + (f": {message}" if message else ""))
+        if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+            # On a batch's first send it is no resend: the broker holds another batch under
+            # this producer id, epoch and sequence (another producer given the same id), and
+            # ours was not written. Counted as success, its records would vanish; instead the
+            # producer takes a new id and renumbers, as for UNKNOWN_PRODUCER_ID below.
+            self.stats["duplicates_on_first_send"] += 1
+            exc = KafkaError(f"{exc}: the broker answered the first send of this batch as a "
+                             f"duplicate, so it holds another producer's batch under producer id "
+                             f"{b.producer_id}, epoch {b.producer_epoch}, sequence {b.base_sequence}")
+            log.warning("%s; obtaining a new producer id", exc)
+            code = ErrorCode.UNKNOWN_PRODUCER_ID
         if self.txn is not None:
             exc = self.txn.produce_error(code, exc)
         if code == ErrorCode.MESSAGE_TOO_LARGE and b.record_count > 1:

@@ -395,6 +395,47 @@ def test_sequence_errors_get_a_new_producer_id_and_renumber(make_env, code):
     assert f4.result(0).offset == 2
 
 
+def test_a_duplicate_answer_to_a_resend_is_success(make_env):
+    """DUPLICATE_SEQUENCE_NUMBER for a batch sent before (its first request's answer was
+    lost): the broker has it."""
+    env = make_env()
+    fut = env.append(0)
+    env.step()
+    env.client.fail_next(v.PRODUCE, NetworkError("connection to node 0 (broker0:9092) lost: reset"))
+    env.step()
+    env.clock.sleep(RETRY_BACKOFF_MS)
+    env.step_until(lambda: len(env.client.produce_requests()) == 2)
+    env.client.answer_produce({(TOPIC, 0): ErrorCode.DUPLICATE_SEQUENCE_NUMBER})
+    env.step()
+    assert fut.result(0).partition == 0 and fut.exception(0) is None
+    assert env.sender.stats["records_acked"] == 1 and env.sender.producer_id == 1000
+    assert env.sender.stats["duplicates_on_first_send"] == 0
+
+
+def test_a_duplicate_answer_to_a_first_send_is_not_taken_for_success(make_env):
+    """DUPLICATE_SEQUENCE_NUMBER for a batch's first send is no resend: another batch holds
+    its producer id, epoch and sequence (two producers given one id), and its records were
+    not written. It would vanish as a success; the producer takes a new id, renumbers and
+    sends it again."""
+    env = make_env()
+    fut = env.append(0, b"a")
+    env.step()
+    [req] = env.client.produce_requests()
+    assert req.batches[0].attempts == 0
+    env.client.answer_produce({(TOPIC, 0): ErrorCode.DUPLICATE_SEQUENCE_NUMBER})
+    env.step()
+    assert not fut.done() and env.sender.stats["duplicates_on_first_send"] == 1
+    env.step()                                         # InitProducerId, answered at once
+    assert env.sender.producer_id == 1001
+    env.clock.sleep(RETRY_BACKOFF_MS)
+    env.step_until(lambda: len(env.client.produce_requests()) == 2)
+    [again] = env.client.produce_requests()[1].batches
+    assert (again.producer_id, again.base_sequence) == (1001, 0)
+    env.client.answer_produce()
+    env.step()
+    assert fut.result(0).offset == 0
+
+
 def test_delivery_timeout_expires_a_batch_that_cannot_be_sent(make_env):
     env = make_env(request_timeout_ms=1000, delivery_timeout_ms=5000)
     fut = env.append(0)

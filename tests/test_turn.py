@@ -153,7 +153,7 @@ def _send_and_step(t, every_s, times):
     for _ in range(times):
         while time.monotonic() < due:
             pass
-        due += every_s
+        due = time.monotonic() + every_s       # never less apart, however late this one was
         t.sent()
         t.begin()
         t.done(-1)
