@@ -67,8 +67,12 @@ orig_uri() {
 
 enable_deb_src() {
     log "adding Debian deb-src entries (apt) to get OpenSSL's source"
-    local deb822
-    deb822=$(ls /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list.d/ubuntu.sources 2>/dev/null | head -1)
+    local deb822="" f
+    # A test per file, not `ls a b | head`: under pipefail ls's exit status for the file that
+    # is not there (ubuntu.sources on Debian) would end the script here.
+    for f in /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list.d/ubuntu.sources; do
+        if [ -f "$f" ]; then deb822=$f; break; fi
+    done
     if [ -n "$deb822" ]; then
         sed 's/^Types: deb$/Types: deb-src/' "$deb822" | $SUDO tee /etc/apt/sources.list.d/kproducer-deb-src.sources >/dev/null
     elif [ -f /etc/apt/sources.list ] && grep -q '^deb ' /etc/apt/sources.list; then
