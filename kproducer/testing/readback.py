@@ -68,8 +68,8 @@ class ReadBackError(RuntimeError):
 def verifying_consumer(bootstrap: str, group_prefix: str,
                        consumer_config: Mapping | None = None) -> Consumer:
     """A confluent-kafka Consumer for checking what was produced: CRC checks on, a fresh
-    group (nothing committed), from the earliest offset, partition ends reported, large
-    prefetch queues. ``consumer_config`` adds librdkafka settings (e.g. security)."""
+    group (nothing committed), partition ends reported, large prefetch queues; where an
+    assigned offset is gone (a real cluster's retention) it starts at the earliest. ``consumer_config`` adds librdkafka settings (e.g. security)."""
     return _ck().Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": f"{group_prefix}-{uuid.uuid4().hex}",
@@ -88,12 +88,17 @@ def verifying_consumer(bootstrap: str, group_prefix: str,
 
 def messages_to_end(consumer: Consumer, topic: str, parts: Sequence[int], deadline: float,
                     what: str) -> Iterator:
-    """Assigns ``parts`` of ``topic`` from their beginning and yields every record (a
+    """Assigns ``parts`` of ``topic`` from offset 0 and yields every record (a
     confluent-kafka Message) until each partition reported its end. Raises
     :class:`ReadBackError` on any other consumer error and ``TimeoutError`` at ``deadline``
     (``time.monotonic()``), both starting with ``what`` and saying how far it got."""
     ck = _ck()
-    consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in parts])
+    # Offset 0, not OFFSET_BEGINNING: Tansu answers ListOffsets "earliest" with the batch
+    # written first, not the lowest offset, so after producers wrote one partition at once
+    # (transactional ones most) "earliest" can be a later batch, and the read-back would
+    # silently start past the records before it (measured: 5,000 of 15,000 records skipped
+    # in 2 of 15 runs of three concurrent transactional producers).
+    consumer.assign([ck.TopicPartition(topic, p, 0) for p in parts])
     pending = set(parts)
     count = 0
     started = time.monotonic()
