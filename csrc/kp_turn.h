@@ -67,8 +67,14 @@ void kp_turn_touch(kp_turn *t);
 
 /* The I/O thread's wait: until pending (no limit) and, when an application thread sent since
  * the last call, a further grace (kp_turn_grace_us with floor grace_ms) for that thread to run
- * the step itself at its next send (pending clears: wait again). Returns 1 when the I/O thread
- * should step, 0 once the turn is stopped. */
+ * the step itself at its next send (pending clears: wait again). The grace ends early when
+ * that thread is asleep in a system call other than futex(2) (it holds no GIL and steps only
+ * once it returns: an application that sleeps between sends), looked at in
+ * /proc/self/task/<tid>/syscall as the grace begins and, within KP_TURN_SENDER_SLEEPS looks
+ * of the last time it was seen asleep, every KP_TURN_SENDER_LOOK_US. Returns 1 when the I/O thread should step, 0 once the turn is
+ * stopped. */
+#define KP_TURN_SENDER_LOOK_US 250
+#define KP_TURN_SENDER_SLEEPS 64
 int kp_turn_wait_io(kp_turn *t, int grace_ms);
 
 /* The grace, in µs: twice the application's mean interval between sends (measured by
@@ -99,8 +105,10 @@ int64_t kp_turn_now_us(void);
  * the accumulator keeps batch times in wall milliseconds, as Java's does. */
 int64_t kp_turn_wall_to_mono_us(int64_t wall_ms);
 
-/* Counters for tests and metrics: times the watcher raised pending. */
+/* Counters for tests and metrics: times the watcher raised pending; graces that
+ * kp_turn_wait_io cut short because the sending thread was asleep. */
 uint64_t kp_turn_raised(const kp_turn *t);
+uint64_t kp_turn_asleep_steps(const kp_turn *t);
 /* When pending was last raised (kp_turn_now_us's clock; 0: never). */
 int64_t kp_turn_raised_at_us(const kp_turn *t);
 

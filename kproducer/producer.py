@@ -485,8 +485,10 @@ class Producer:
         retries, producer id resets, buffer memory in use; and who ran the Sender's steps
         (``steps_by_application``: inside send() calls, ``steps_by_io_thread``) with how long
         a wanted step waited for a thread holding the GIL (``step_wait_us_total``,
-        ``step_wait_us_max``)."""
+        ``step_wait_us_max``); ``steps_for_a_sleeping_sender``: steps the I/O thread ran at
+        once because the application thread that sent last was asleep (see kp_turn.h)."""
         out = dict(self._sender.stats)
+        out["steps_for_a_sleeping_sender"] = self._sender.turn.asleep_steps
         out.update(buffer_total_bytes=self._acc.pool.total, buffer_available_bytes=self._acc.pool.available,
                    queued_batches=self._acc.queued_batches(), producer_id=self._sender.producer_id,
                    producer_epoch=self._sender.producer_epoch, metadata_version=self._metadata.version)

@@ -193,6 +193,98 @@ def test_the_io_thread_leaves_a_steady_sender_about_two_of_its_intervals(pipe):
         t.close()
 
 
+def _sender_thread(t, then: str):
+    """A thread that sends once, then (until stopped) ``spin``s in Python (running), ``sleep``s
+    in time.sleep (blocked in clock_nanosleep) or waits on a ``lock`` (blocked in futex, like a
+    thread waiting for the GIL)."""
+    sent, stop = threading.Event(), threading.Event()
+
+    def run():
+        t.sent()
+        sent.set()
+        if then == "spin":
+            while not stop.is_set():
+                pass
+        elif then == "sleep":
+            time.sleep(0.5)
+        else:
+            stop.wait(30)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    assert sent.wait(10)
+    return th, stop
+
+
+def _blocked_in(th) -> str:
+    """The first field of /proc's syscall file for the thread: a number, or 'running'."""
+    with open(f"/proc/self/task/{th.native_id}/syscall") as f:
+        return f.read().split()[0]
+
+
+FUTEX = "202"      # x86-64's system call number (the platform the wheel is built for)
+
+
+def _until_blocked(th, in_futex: bool) -> None:
+    """Waits until the thread is blocked in futex(2) (in_futex) or in another system call
+    (first, it may wait on the GIL, in futex, while this thread runs)."""
+    deadline = time.monotonic() + 10
+    while True:
+        nr = _blocked_in(th)
+        if nr.isdigit() and (nr == FUTEX) == in_futex:
+            return
+        assert time.monotonic() < deadline, f"the thread never blocked as wanted (last: {nr})"
+        time.sleep(0.001)
+
+
+def test_the_grace_ends_at_once_for_a_sender_asleep_in_the_kernel(pipe):
+    """A sender asleep in a system call (time.sleep, a socket) holds no GIL and steps only once
+    it returns: the I/O thread steps at once instead of waiting its grace (an application that
+    slept between sends had every response wait for its next send); nor does it wait for a
+    sender that is gone. A sender running Python keeps its grace, and so does one blocked in
+    futex(2), which may be waiting for the GIL beside a step of the I/O thread."""
+    t = SenderTurn(pipe[0])
+    try:
+        _send_and_step(t, 0.001, 40)                     # a grace of about 2 ms
+        # Asleep: wait_io returns without the grace, and says so in the counter.
+        th, stop = _sender_thread(t, "sleep")
+        _until_blocked(th, in_futex=False)               # clock_nanosleep
+        before = t.asleep_steps
+        t.wake()
+        assert t.wait_io(1)
+        assert t.asleep_steps == before + 1
+        th.join(10)
+        t.begin()
+        t.done(-1)
+        # Gone: the thread that sent last has exited.
+        th = threading.Thread(target=t.sent)
+        th.start()
+        th.join(10)
+        t.wake()
+        assert t.wait_io(1)
+        assert t.asleep_steps == before + 2
+        t.begin()
+        t.done(-1)
+        # Running Python, or blocked in futex: the whole grace, and no count.
+        for then in ("spin", "lock"):
+            th, stop = _sender_thread(t, then)
+            try:
+                if then == "lock":
+                    _until_blocked(th, in_futex=True)
+                t.wake()
+                t0 = now_us()
+                assert t.wait_io(1)
+                assert now_us() - t0 >= t.grace_us(1) - 50   # the clock reads µs apart
+                assert t.asleep_steps == before + 2, then
+            finally:
+                stop.set()
+                th.join(10)
+            t.begin()
+            t.done(-1)
+    finally:
+        t.close()
+
+
 def test_close_stops_the_watcher_and_leaves_a_harmless_object(pipe):
     before = threading.active_count()
     turns = [SenderTurn(pipe[0]) for _ in range(20)]

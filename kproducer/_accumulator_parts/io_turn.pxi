@@ -61,6 +61,12 @@ cdef class SenderTurn:
         return 0 if self.t == NULL else kp_turn_raised(self.t)
 
     @property
+    def asleep_steps(self):
+        """How many graces :meth:`wait_io` cut short because the thread that sent last was
+        asleep in the kernel (it holds no GIL: the I/O thread steps at once)."""
+        return 0 if self.t == NULL else kp_turn_asleep_steps(self.t)
+
+    @property
     def raised_at_us(self):
         """When a step was last asked for (``now_us()``'s clock; 0: never)."""
         return 0 if self.t == NULL else kp_turn_raised_at_us(self.t)
