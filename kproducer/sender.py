@@ -64,7 +64,8 @@ _SEQ_MOD = 1 << 31   # BaseSequence wraps at Integer.MAX_VALUE (Java's DefaultRe
 # sending (it runs the step at its next send) before queueing for the GIL itself; the turn
 # makes it twice the thread's interval between sends, up to 3 ms (kp_turn_grace_us: at 1,000
 # sends/s a 1 ms grace let the I/O thread queue for the GIL beside the busy application about
-# every other step, and acknowledgements waited milliseconds more at the tail).
+# every other step, and acknowledgements waited milliseconds more at the tail). None when that
+# thread is asleep in a system call (time.sleep, a socket): it holds no GIL then (kp_turn.h).
 _APP_GRACE_MS = 1
 
 

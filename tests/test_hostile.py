@@ -45,7 +45,10 @@ class HostileServer:
             with conn:
                 conn.settimeout(2)
                 try:
-                    size = struct.unpack(">i", conn.recv(4))[0]
+                    head = conn.recv(4)
+                    if len(head) < 4:   # the client gave up on this connection: serve the next
+                        continue
+                    size = struct.unpack(">i", head)[0]
                     while size > 0:
                         size -= len(conn.recv(min(size, 65536)) or b"x" * size)
                     if self.mode == "garbage-body":        # a valid size, nonsense inside
