@@ -37,8 +37,8 @@ struct kp_turn {
     int64_t step_at_us;     /* when that was */
     int64_t send_interval_us; /* mean time between sends (0: not known), kp_turn_grace_us */
     pid_t sender_tid;       /* kernel id of the thread that sent last (kp_turn_touch), 0: none */
-    pid_t stat_tid;         /* whose /proc/self/task/<tid>/syscall stat_fd reads (I/O thread only) */
-    int stat_fd;            /* -1: none open */
+    pid_t syscall_tid;      /* whose /proc/self/task/<tid>/syscall syscall_fd reads (I/O thread) */
+    int syscall_fd;         /* -1: none open */
     uint64_t asleep_steps;  /* graces cut short: the sender was asleep (kp_turn_asleep_steps) */
     int sender_sleeps;      /* looks left in sliced graces since the sender was last asleep */
     int loop_fd;            /* eventfd written as pending rises while loops are attached, -1 */
@@ -169,7 +169,7 @@ kp_status kp_turn_new(kp_turn **out, int fd, int *sys_errno)
     t->hint_us = -1;
     t->poll_until = -1;
     t->loop_fd = -1;
-    t->stat_fd = -1;
+    t->syscall_fd = -1;
     t->rearm_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (t->rearm_fd < 0) {
         if (sys_errno) *sys_errno = errno;
@@ -211,8 +211,8 @@ void kp_turn_free(kp_turn *t)
     close(t->rearm_fd);
     if (t->loop_fd >= 0)
         close(t->loop_fd);
-    if (t->stat_fd >= 0)
-        close(t->stat_fd);
+    if (t->syscall_fd >= 0)
+        close(t->syscall_fd);
     free(t);
 }
 
@@ -386,9 +386,7 @@ void kp_turn_touch(kp_turn *t)
 {
     __atomic_store_n(&t->activity, __atomic_load_n(&t->activity, __ATOMIC_RELAXED) + 1,
                      __ATOMIC_RELAXED);
-    pid_t tid = own_tid();
-    if (__atomic_load_n(&t->sender_tid, __ATOMIC_RELAXED) != tid)
-        __atomic_store_n(&t->sender_tid, tid, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->sender_tid, own_tid(), __ATOMIC_RELAXED);
 }
 
 /* What thread `tid` of this process is blocked in, from /proc/self/task/<tid>/syscall
@@ -400,25 +398,25 @@ void kp_turn_touch(kp_turn *t)
 static long blocked_in(kp_turn *t, pid_t tid)
 {
     char buf[64];
-    if (t->stat_fd >= 0 && t->stat_tid != tid) {
-        close(t->stat_fd);
-        t->stat_fd = -1;
+    if (t->syscall_fd >= 0 && t->syscall_tid != tid) {
+        close(t->syscall_fd);
+        t->syscall_fd = -1;
     }
-    if (t->stat_fd < 0) {
+    if (t->syscall_fd < 0) {
         char path[64];
         int n = snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
         if (n <= 0 || (size_t)n >= sizeof path)
             return -1;
-        t->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (t->stat_fd < 0)
+        t->syscall_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (t->syscall_fd < 0)
             return errno == ENOENT || errno == ESRCH ? -2 : -1;
-        t->stat_tid = tid;
+        t->syscall_tid = tid;
     }
-    ssize_t len = pread(t->stat_fd, buf, sizeof buf - 1, 0);
+    ssize_t len = pread(t->syscall_fd, buf, sizeof buf - 1, 0);
     if (len <= 0) {
         int gone = len < 0 && errno == ESRCH;
-        close(t->stat_fd);
-        t->stat_fd = -1;
+        close(t->syscall_fd);
+        t->syscall_fd = -1;
         return gone ? -2 : -1;
     }
     buf[len] = '\0';
@@ -482,26 +480,20 @@ int kp_turn_wait_io(kp_turn *t, int grace_ms)
          * grace begins and, for a sender seen asleep lately (one that sleeps between sends),
          * every KP_TURN_SENDER_LOOK_US of it: the wake-ups of a sliced grace beside a busy
          * sender made it step later (measured: 3-4x the I/O thread's steps at 1,000/s). */
-        int64_t left = kp_turn_grace_us(t, grace_ms);
-        int asleep = 0;
-        while (t->pending && !t->stop && left > 0) {
+        int64_t end = kp_turn_now_us() + kp_turn_grace_us(t, grace_ms), left;
+        while (t->pending && !t->stop && (left = end - kp_turn_now_us()) > 0) {
             if (sender_asleep(t)) {
-                asleep = 1;
                 t->sender_sleeps = KP_TURN_SENDER_SLEEPS;
+                __atomic_add_fetch(&t->asleep_steps, 1, __ATOMIC_RELAXED);
                 break;
             }
-            int64_t slice = left;
             if (t->sender_sleeps > 0) {
                 t->sender_sleeps--;
-                if (slice > KP_TURN_SENDER_LOOK_US)
-                    slice = KP_TURN_SENDER_LOOK_US;
+                if (left > KP_TURN_SENDER_LOOK_US)
+                    left = KP_TURN_SENDER_LOOK_US;
             }
-            int64_t t0 = kp_turn_now_us();
-            wait_for(t, 0, slice);
-            left -= kp_turn_now_us() - t0;
+            wait_for(t, 0, left);
         }
-        if (asleep)
-            __atomic_add_fetch(&t->asleep_steps, 1, __ATOMIC_RELAXED);
         if (t->pending)
             break;          /* nobody stepped within the grace: the I/O thread does */
     }

@@ -71,8 +71,8 @@ void kp_turn_touch(kp_turn *t);
  * that thread is asleep in a system call other than futex(2) (it holds no GIL and steps only
  * once it returns: an application that sleeps between sends), looked at in
  * /proc/self/task/<tid>/syscall as the grace begins and, within KP_TURN_SENDER_SLEEPS looks
- * of the last time it was seen asleep, every KP_TURN_SENDER_LOOK_US. Returns 1 when the I/O thread should step, 0 once the turn is
- * stopped. */
+ * of the last time it was seen asleep, every KP_TURN_SENDER_LOOK_US. Returns 1 when the I/O
+ * thread should step, 0 once the turn is stopped. */
 #define KP_TURN_SENDER_LOOK_US 250
 #define KP_TURN_SENDER_SLEEPS 64
 int kp_turn_wait_io(kp_turn *t, int grace_ms);

@@ -69,7 +69,8 @@ def verifying_consumer(bootstrap: str, group_prefix: str,
                        consumer_config: Mapping | None = None) -> Consumer:
     """A confluent-kafka Consumer for checking what was produced: CRC checks on, a fresh
     group (nothing committed), partition ends reported, large prefetch queues; where an
-    assigned offset is gone (a real cluster's retention) it starts at the earliest. ``consumer_config`` adds librdkafka settings (e.g. security)."""
+    assigned offset is gone (a real cluster's retention) it starts at the earliest.
+    ``consumer_config`` adds librdkafka settings (e.g. security)."""
     return _ck().Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": f"{group_prefix}-{uuid.uuid4().hex}",
