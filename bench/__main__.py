@@ -24,7 +24,7 @@ a tiny Spark run, no repeats) about a minute. Sizes: 1,000,000 records per clien
 10 B and 100 B values (250,000 for 1 KiB), a tenth of that for the pure-Python kafka-python
 and aiokafka (compared by rate), 2,000,000 Spark rows; every run three times, round-robin
 over the clients, the fastest verified run kept (the machine is shared with the broker, and
-noisy).
+noisy); the latency scenario's rows three times as well, each figure the median of the runs.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--output", help="results folder (default: bench-results/<timestamp>)")
     ap.add_argument("--repeat", type=int, default=None,
                     help="runs per producer client and scenario, best kept (default 3; 1 with "
-                         "--quick), Spark recipes included")
+                         "--quick), Spark recipes included; latency rows: the median of them")
     ap.add_argument("--records", type=int, help="records per kproducer/confluent run, 10 B and "
                                                 "100 B values (1 KiB: a quarter)")
     ap.add_argument("--spark-rows", type=int, help="rows per Spark recipe")
@@ -123,6 +123,7 @@ def main(argv=None) -> int:
                    + report.latency_ratios(results["latency"])
                    + report.asyncio_ratios(results["asyncio"])),
         "latency": results["latency"],
+        "latency_summary": report.latency_summary(results["latency"]),
         "asyncio": results["asyncio"],
         "asyncio_summary": report.asyncio_summary(results["asyncio"]),
         "runs": results["runs"],

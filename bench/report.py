@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 
 from bench import aio, clients, latency, scenarios, spark_recipes
 
@@ -17,8 +18,8 @@ TARGET_DEFAULTS = {           # issue 11: every client at its own defaults
 TARGET_TRANSACTIONAL = 2.0    # issue 12: a transaction per 10,000 records, >= 2x confluent
 TARGET_1KIB = {               # issue 11: 1 KiB values, at least confluent's records/s
     clients.KPRODUCER_SEND: 1.0, clients.KPRODUCER_SEND_MANY: 1.0}
-LATENCY_HEADER = ("| rate | application loop | client | records/s achieved | p50 ms | p99 ms | "
-                  "p99.9 ms | max ms | p50 / p99 vs reference |")
+LATENCY_HEADER = ("| rate | application loop | client | records/s achieved | p50 ms (runs' range) | "
+                  "p99 ms (runs' range) | p99.9 ms | max ms | p50 / p99 vs reference |")
 TARGET_ASYNCIO = 10.0         # issue 15: kproducer's async front >= 10x aiokafka's records/s
 ASYNCIO_HEADER = ("| client | tasks × window | records | records/s | CPU µs/record | p50 ms | "
                   "p99 ms | p99.9 ms | max ms | longest loop stall ms (not waiting for a CPU) | "
@@ -179,17 +180,49 @@ def headline_ratios(rows: list[dict], micro: dict | None) -> list[dict]:
     return out
 
 
+_LATENCY_FIGURES = ("p50_ms", "p99_ms", "p999_ms", "max_ms", "achieved_rate")
+
+
+def latency_summary(rows: list[dict]) -> list[dict]:
+    """One row per (rate, loop, client) in :data:`bench.latency.PLAN` order: each figure the
+    median over the row's repeats (one run's p99 moves by about a millisecond from run to run,
+    for every client), with the lowest and highest beside it (``<figure>_range``), and the
+    repeats' histograms added up (the chart's); or the row's FAILED run if any failed."""
+    out = []
+    keys = dict.fromkeys((r["rate"], r["loop"], r["client"]) for r in rows)
+    order = {k: i for i, k in enumerate(latency.PLAN)}
+    for rate, loop, client in sorted(keys, key=lambda k: order.get(k[:2], len(order))):
+        group = [r for r in rows if (r["rate"], r["loop"], r["client"]) == (rate, loop, client)]
+        failed = [r for r in group if not r["ok"]]
+        if failed:
+            out.append({**failed[0], "repeats": len(group)})
+            continue
+        row = {**group[0], "repeats": len(group)}
+        for f in _LATENCY_FIGURES:
+            values = sorted(r[f] for r in group)
+            row[f] = statistics.median(values)
+            row[f"{f}_range"] = [values[0], values[-1]]
+        row["count"] = sum(r["count"] for r in group)
+        row["histogram"] = {"edges_ms": group[0]["histogram"]["edges_ms"],
+                            "counts": [sum(c) for c in zip(*(r["histogram"]["counts"]
+                                                             for r in group))]}
+        out.append(row)
+    return out
+
+
 def latency_ratios(rows: list[dict]) -> list[dict]:
     """Issue 11's latency goals: at each fixed rate and loop, kproducer's p50 and p99 no
-    higher than confluent-kafka's (a ratio <= 1 meets it; shown as reference / kproducer so
-    that, like the throughput ratios, higher is better)."""
+    higher than confluent-kafka's, each the median of the row's repeats (a ratio <= 1 meets
+    it; shown as reference / kproducer so that, like the throughput ratios, higher is
+    better)."""
     out = []
+    summary = latency_summary(rows)
     for rate, loop in latency.PLAN:
         if not rate:
             continue
-        mine = next((r for r in rows if r["rate"] == rate and r["loop"] == loop
+        mine = next((r for r in summary if r["rate"] == rate and r["loop"] == loop
                      and r["client"] == latency.KPRODUCER), None)
-        ref = next((r for r in rows if r["rate"] == rate and r["loop"] == loop
+        ref = next((r for r in summary if r["rate"] == rate and r["loop"] == loop
                     and r["client"] == latency.CONFLUENT), None)
         if mine is None or ref is None:
             continue
@@ -200,26 +233,38 @@ def latency_ratios(rows: list[dict]) -> list[dict]:
                             "detail": "a run FAILED verification"})
                 continue
             a, b = ref[f"{q}_ms"], mine[f"{q}_ms"]
+            (a0, a1), (b0, b1) = ref[f"{q}_ms_range"], mine[f"{q}_ms_range"]
+            runs = (f"medians of {mine['repeats']} runs each (kproducer {b0:.2f}–{b1:.2f}, "
+                    f"reference {a0:.2f}–{a1:.2f}), " if mine["repeats"] > 1 else "")
             out.append({"label": label, "value": a / b, "target": 1.0, "met": b <= a,
-                        "detail": f"{b:.2f} ms vs {a:.2f} ms, every client at its defaults"})
+                        "detail": f"{b:.2f} ms vs {a:.2f} ms, {runs}every client at its "
+                                  f"defaults"})
     return out
 
 
+def _median_cell(r: dict, figure: str) -> str:
+    lo, hi = r[f"{figure}_range"]
+    return f"{r[figure]:.2f}" + (f" ({lo:.2f}–{hi:.2f})" if r["repeats"] > 1 else "")
+
+
 def latency_table(rows: list[dict]) -> list[str]:
+    """The scenario's summary (:func:`latency_summary`): medians over the repeats, the p50's
+    and p99's lowest and highest run in brackets."""
     lines = [LATENCY_HEADER, "|--:|---|---|--:|--:|--:|--:|--:|--:|"]
-    for r in rows:
+    summary = latency_summary(rows)
+    for r in summary:
         rate = f"{r['rate']:,}/s" if r["rate"] else "unpaced"
         if not r["ok"]:
             lines.append(f"| {rate} | {r['loop']} | {r['client']} | FAILED | | | | | "
                          f"{(r['error'] or '')[:120]} |")
             continue
-        ref = next((x for x in rows if x["rate"] == r["rate"] and x["loop"] == r["loop"]
+        ref = next((x for x in summary if x["rate"] == r["rate"] and x["loop"] == r["loop"]
                     and x["client"] == latency.CONFLUENT and x["ok"]), None)
         vs = "reference" if r["client"] == latency.CONFLUENT else (
             f"{r['p50_ms'] / ref['p50_ms']:.2f}× / {r['p99_ms'] / ref['p99_ms']:.2f}×" if ref else "–")
         lines.append(f"| {rate} | {r['loop']} | {r['client']} | {r['achieved_rate']:,.0f} | "
-                     f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | "
-                     f"{r['max_ms']:.2f} | {vs} |")
+                     f"{_median_cell(r, 'p50_ms')} | {_median_cell(r, 'p99_ms')} | "
+                     f"{r['p999_ms']:.2f} | {r['max_ms']:.2f} | {vs} |")
     return lines
 
 
@@ -438,7 +483,10 @@ def markdown(doc: dict) -> str:
                 "linger.ms 5); latency from just before the send call to the record's delivery "
                 "callback. `busy`: the application spins in Python between sends (it keeps the "
                 "GIL); `sleep`: it sleeps (confluent-kafka polls) until the next send is due; "
-                "`unpaced`: as fast as the client goes. Each run read back. Reference: "
+                "`unpaced`: as fast as the client goes. Each run read back. Every row "
+                f"{doc['parameters']['repeat']} time(s), the clients alternating; each figure "
+                "is the median over the runs (p50 and p99: their lowest and highest in "
+                "brackets), the histograms every run's records. Reference: "
                 f"{latency.CONFLUENT}; lower ratios are better.", ""]
         out += latency_table(doc["latency"])
         out += ["", "![acknowledgement latency histograms](latency.png)"]
@@ -508,7 +556,8 @@ def chart(doc: dict, path: str) -> None:
 
 def latency_chart(rows: list[dict], path: str) -> None:
     """One histogram panel per (rate, loop): each client's share of records per latency
-    bucket (log-spaced, 0.1 ms to 1 s), OpenMessaging Benchmark's view."""
+    bucket (log-spaced, 0.1 ms to 1 s; every repeat's records), OpenMessaging Benchmark's
+    view."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -517,7 +566,7 @@ def latency_chart(rows: list[dict], path: str) -> None:
     fig, axes = plt.subplots(1, max(len(plan), 1), figsize=(3.2 * max(len(plan), 1), 3.6),
                              sharey=True, squeeze=False)
     for ax, (rate, loop) in zip(axes[0], plan):
-        for r in rows:
+        for r in latency_summary(rows):
             if r["rate"] != rate or r["loop"] != loop or not r["ok"]:
                 continue
             h = r["histogram"]

@@ -243,28 +243,37 @@ def _client_run(cluster: Cluster, module: str, spec: dict, row: dict, n: int, ti
     row["ok"] = not problems
 
 
-def latency_runs(cluster: Cluster, names: list[str], seconds: float, progress) -> list[dict]:
-    """Each (rate, loop) of :data:`bench.latency.PLAN` for every client, the clients'
-    order alternating from one run to the next; each run on a fresh topic, read back."""
+def latency_runs(cluster: Cluster, names: list[str], seconds: float, repeat: int,
+                 progress) -> list[dict]:
+    """Each (rate, loop) of :data:`bench.latency.PLAN` ``repeat`` times for every client, the
+    clients' order alternating from one run to the next; each run on a fresh topic, read
+    back. A row's repeats run back to back, so a drift of the machine over the scenario
+    hits every client of a row alike (the report takes each figure's median,
+    :func:`bench.report.latency_summary`)."""
     rows = []
-    for i, (rate, loop) in enumerate(latency.PLAN):
-        order = names if i % 2 == 0 else list(reversed(names))
-        for client in order:
-            n = latency.records_for(rate, seconds)
-            progress.show(f"latency: {client}, {f'{rate:,}/s' if rate else 'unpaced'}, "
-                          f"{loop} loop, {n:,} records")
-            topic = cluster.new_topic(f"latency-{client}")
-            spec = {"client": client, "bootstrap": cluster.bootstrap, "topic": topic,
-                    "rate": rate, "loop": loop, "seconds": seconds}
-            row = {"scenario": scenarios.LATENCY, "client": client, "rate": rate, "loop": loop,
-                   "records": n, "topic": topic, "ok": False, "error": None}
-            _client_run(cluster, "bench.latency", spec, row, n, timeout=120 + 4 * seconds)
-            cluster.drop_topic(topic)
-            rows.append(row)
-            progress.step()
-            if not row["ok"]:
-                print(f"\nFAILED latency / {client} / {rate} / {loop}: {row['error']}",
-                      file=sys.stderr)
+    turn = 0
+    for rate, loop in latency.PLAN:
+        for rep in range(repeat):
+            order = names if turn % 2 == 0 else list(reversed(names))
+            turn += 1
+            for client in order:
+                n = latency.records_for(rate, seconds)
+                progress.show(f"latency: {client}, {f'{rate:,}/s' if rate else 'unpaced'}, "
+                              f"{loop} loop, {n:,} records"
+                              + (f" (repeat {rep + 1})" if repeat > 1 else ""))
+                topic = cluster.new_topic(f"latency-{client}")
+                spec = {"client": client, "bootstrap": cluster.bootstrap, "topic": topic,
+                        "rate": rate, "loop": loop, "seconds": seconds}
+                row = {"scenario": scenarios.LATENCY, "client": client, "rate": rate,
+                       "loop": loop, "rep": rep, "records": n, "topic": topic, "ok": False,
+                       "error": None}
+                _client_run(cluster, "bench.latency", spec, row, n, timeout=120 + 4 * seconds)
+                cluster.drop_topic(topic)
+                rows.append(row)
+                progress.step()
+                if not row["ok"]:
+                    print(f"\nFAILED latency / {client} / {rate} / {loop}: {row['error']}",
+                          file=sys.stderr)
     return rows
 
 
@@ -425,7 +434,7 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
         if scenarios.ASYNCIO in names and not installed(aio.DISTRIBUTION[c]):
             skipped[f"{scenarios.ASYNCIO} / {c}"] = f"{aio.DISTRIBUTION[c]} not installed"
     total = (len(plan) * args.repeat + spark_on + (scenarios.MICRO in names)
-             + latency_on * len(latency.PLAN) * len(latency_clients)
+             + latency_on * len(latency.PLAN) * len(latency_clients) * args.repeat
              + (len(aio_clients) + 1) * args.repeat * bool(aio_clients))
     progress = Progress(total)
     cluster = Cluster(args.bootstrap_servers, args.partitions)
@@ -462,7 +471,7 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
             cluster.start_scenario(scenarios.LATENCY)
             try:
                 results["latency"] = latency_runs(cluster, latency_clients, sizes.latency_seconds,
-                                                  progress)
+                                                  args.repeat, progress)
             finally:
                 cluster.end_scenario()
         if aio_clients:

@@ -153,3 +153,40 @@ def test_verify_reports_lost_duplicated_and_stray_records(broker):
     produce("stray", values + make_values(51, 30)[50:])       # index 50 and no warm-up
     bad = check_topic(broker.bootstrap, "stray", 50)
     assert "unexpected values (indices [50]" in bad["error"] and "0 warm-up records" in bad["error"]
+
+
+def _latency_row(client, rep, p50, p99, counts, ok=True, rate=10_000, loop="busy"):
+    return {"scenario": scenarios.LATENCY, "client": client, "rate": rate, "loop": loop,
+            "rep": rep, "ok": ok, "error": None if ok else "read-back: 3 records missing",
+            "p50_ms": p50, "p99_ms": p99, "p999_ms": p99 + 1, "max_ms": p99 + 2,
+            "achieved_rate": float(rate), "count": sum(counts),
+            "histogram": {"edges_ms": [0.1, 1.0], "counts": counts}}
+
+
+def test_latency_rows_are_the_median_of_their_repeats():
+    # Three runs a client: the summary takes each figure's median with its range, pools the
+    # histograms, and the goal compares medians (one outlying run decides nothing).
+    k, c = latency.KPRODUCER, latency.CONFLUENT
+    rows = [_latency_row(k, 0, 3.0, 9.0, [1, 2, 0]), _latency_row(c, 0, 3.2, 6.0, [0, 3, 0]),
+            _latency_row(c, 1, 2.0, 5.0, [1, 1, 1]), _latency_row(k, 1, 2.5, 5.5, [0, 3, 0]),
+            _latency_row(k, 2, 2.8, 5.8, [3, 0, 0]), _latency_row(c, 2, 2.9, 7.0, [2, 1, 0])]
+    summary = {r["client"]: r for r in report.latency_summary(rows)}
+    mine = summary[k]
+    assert (mine["p50_ms"], mine["p99_ms"], mine["repeats"]) == (2.8, 5.8, 3)
+    assert mine["p50_ms_range"] == [2.5, 3.0] and mine["p99_ms_range"] == [5.5, 9.0]
+    assert mine["histogram"]["counts"] == [4, 5, 0] and mine["count"] == 9
+    ratios = {t["label"]: t for t in report.latency_ratios(rows)}
+    p99 = ratios[f"latency p99 10,000/s busy loop: {c} / {k}"]
+    assert p99["met"] is True and p99["value"] == pytest.approx(6.0 / 5.8)
+    assert "medians of 3 runs" in p99["detail"] and "5.50–9.00" in p99["detail"]
+    p50 = ratios[f"latency p50 10,000/s busy loop: {c} / {k}"]
+    assert p50["value"] == pytest.approx(2.9 / 2.8) and p50["met"] is True
+    table = "\n".join(report.latency_table(rows))
+    assert "| 10,000/s | busy | kproducer send() | 10,000 | 2.80 (2.50–3.00) | 5.80 (5.50–9.00) |" in table
+
+    # A failed repeat makes the row FAILED, and its goal unjudged.
+    rows[4] = _latency_row(k, 2, 2.8, 5.8, [3, 0, 0], ok=False)
+    failed = {r["client"]: r for r in report.latency_summary(rows)}[k]
+    assert not failed["ok"] and "3 records missing" in failed["error"]
+    assert all(t["met"] is None for t in report.latency_ratios(rows))
+    assert "| 10,000/s | busy | kproducer send() | FAILED |" in "\n".join(report.latency_table(rows))
