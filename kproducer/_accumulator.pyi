@@ -13,6 +13,7 @@ NEED_METADATA: object
 NEED_MEMORY: object
 UNTRIED: object
 READY_AM_SEND: bool
+RECORD_METADATA_IN_C: bool
 
 _LeaderOf = Callable[[str, int], int]
 _Callback = Callable[[Optional[BaseException], Optional["RecordMetadata"]], Any]
@@ -267,6 +268,11 @@ class LoopSlice:
     waiting: bool
     loop: Any
     woken: Optional[set[Any]]
+
+@disjoint_base
+class AIOSendState:
+    """What aio_send reads per call: the started producer's SendPath and its turn's loop."""
+    def __init__(self, path: SendPath, loop: Any) -> None: ...
 
 @disjoint_base
 class SendPath:

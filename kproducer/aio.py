@@ -391,6 +391,9 @@ class AIOProducer:
         self._config, self._settings = config, settings
         self._producer: Producer | None = None
         self._turn: _LoopTurn | None = None
+        # What the compiled send reads (its SendPath and the turn's loop); None: not
+        # started or stopped, and every send goes through _send.
+        self._send_state: _accumulator.AIOSendState | None = None
 
     @property
     def producer(self) -> Producer:
@@ -404,10 +407,13 @@ class AIOProducer:
         if self._producer is None:
             self._producer = Producer(self._config, **self._settings)
             self._turn = _LoopTurn(self._producer, asyncio.get_running_loop())
+            self._send_state = _accumulator.AIOSendState(self._producer._send_path,
+                                                         self._turn.loop)
 
     async def stop(self, timeout=None) -> None:
         """Sends what is queued (up to ``timeout`` seconds), then closes; in an executor, so
         the loop goes on meanwhile."""
+        self._send_state = None
         if self._turn is not None:
             self._turn.close()      # the I/O thread sends what is left
             self._turn = None
@@ -453,6 +459,7 @@ class AIOProducer:
             return
         self._turn.close()
         self._turn = _LoopTurn(self._producer, loop)
+        self._send_state = _accumulator.AIOSendState(self._producer._send_path, loop)
 
     async def send_and_wait(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
                             headers=None):

@@ -185,3 +185,38 @@ def test_growth_past_batch_size_charges_the_pool_exactly():
         assert acc.pool.used <= 8000
     appended += sum(b.record_count for b in _drain_all(acc, now))
     assert appended == 300
+
+
+def test_record_metadata_is_a_namedtuple_built_in_c_without_leaks():
+    # The futures' RecordMetadata is allocated and filled in C (RECORD_METADATA_IN_C): a
+    # real RecordMetadata (fields, tuple equality, GC-tracked), for the future's result, an
+    # on_delivery callback and the log-append time alike, and nothing it holds leaks.
+    import gc
+    import sys
+
+    from kproducer import RecordMetadata
+    from kproducer import _accumulator
+
+    assert _accumulator.RECORD_METADATA_IN_C is True
+    topic = "".join(["metadata-", "topic"])      # a string of its own: its count is ours
+    acc = RecordAccumulator(batch_size=1000, linger_ms=0)
+    acc.set_partition_count(topic, 2)
+    delivered = []
+    futs = [acc.append(topic, 1, None, b"v", 1_700_000_000_000 + i, None,
+                       lambda err, md: delivered.append(md)) for i in range(3)]
+    other = acc.append(topic, 0, None, b"v", 5, None, None)
+    now = wall_clock_ms() + 1000
+    batches = {b.partition: b for b in acc.drain(leader, acc.ready(leader, now)[0], 1 << 20, now)[7]}
+    batches[1].result.complete(40, -1, None)
+    md = futs[2].result()
+    assert type(md) is RecordMetadata and md == (topic, 1, 42, 1_700_000_000_002)
+    assert (md.topic, md.partition, md.offset, md.timestamp) == md and md._asdict()["offset"] == 42
+    assert delivered == [(topic, 1, 40 + i, 1_700_000_000_000 + i) for i in range(3)]
+    assert gc.is_tracked(md) and hash(md) == hash(tuple(md))
+    before = sys.getrefcount(topic)
+    for _ in range(1000):
+        futs[1].result()
+    assert sys.getrefcount(topic) == before
+    # LogAppendTime: the broker's time for every record of the batch, -1 offsets with acks=0.
+    batches[0].result.complete(-1, 1_800_000_000_000, None)
+    assert other.result() == (topic, 0, -1, 1_800_000_000_000)

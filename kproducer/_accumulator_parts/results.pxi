@@ -1,5 +1,52 @@
 # Part of the kproducer._accumulator extension (included by _accumulator.pyx): the completion of a batch and of its records (Java's ProduceRequestResult, FutureRecordMetadata).
 
+cdef extern from *:
+    """
+    /* A RecordMetadata (a namedtuple: a tuple subclass with no instance dict) of four
+       items, allocated through its type and filled in place. kp_record_metadata_fits says
+       whether the type's layout is a plain tuple's (checked once, at import). */
+    static int kp_record_metadata_fits(PyObject *type) {
+        PyTypeObject *t = (PyTypeObject *)type;
+        return PyType_Check(type) && PyType_IsSubtype(t, &PyTuple_Type)
+            && t->tp_basicsize == PyTuple_Type.tp_basicsize
+            && t->tp_itemsize == PyTuple_Type.tp_itemsize && t->tp_dictoffset == 0
+            && t->tp_alloc != NULL;
+    }
+    static PyObject *kp_record_metadata(PyObject *type, PyObject *topic, int32_t partition,
+                                        int64_t offset, int64_t ts) {
+        PyTypeObject *t = (PyTypeObject *)type;
+        PyObject *p = PyLong_FromLong(partition), *o = NULL, *s = NULL, *md = NULL;
+        if (p == NULL)
+            return NULL;
+        if ((o = PyLong_FromLongLong(offset)) == NULL || (s = PyLong_FromLongLong(ts)) == NULL)
+            goto fail;
+        /* Nothing allocates between this and the last item: no collection sees it half
+           filled (a tuple's traverse skips NULL items anyway). */
+        if ((md = t->tp_alloc(t, 4)) == NULL)
+            goto fail;
+        Py_INCREF(topic);
+        PyTuple_SET_ITEM(md, 0, topic);
+        PyTuple_SET_ITEM(md, 1, p);
+        PyTuple_SET_ITEM(md, 2, o);
+        PyTuple_SET_ITEM(md, 3, s);
+        return md;
+    fail:
+        Py_DECREF(p);
+        Py_XDECREF(o);
+        Py_XDECREF(s);
+        return NULL;
+    }
+    """
+    bint kp_record_metadata_fits(object t)
+    object kp_record_metadata(object t, object topic, int32_t partition, int64_t offset,
+                              int64_t ts)
+
+
+# RecordMetadata built in C where its layout is a tuple's (a namedtuple's always is).
+cdef bint _MD_IN_C = kp_record_metadata_fits(RecordMetadata)
+RECORD_METADATA_IN_C = bool(_MD_IN_C)        # (tests check it is, here)
+
+
 cdef class BatchResult:
     """The outcome of one batch (Java's ProduceRequestResult), shared by its
     records' futures. Completed once, by the Sender thread."""
@@ -38,6 +85,10 @@ cdef class BatchResult:
     cdef object metadata_for(self, int32_t index, int64_t timestamp):
         cdef int64_t offset = self.base_offset + index if self.base_offset >= 0 else -1
         cdef int64_t ts = self.log_append_time if self.log_append_time >= 0 else timestamp
+        if _MD_IN_C:
+            # Allocated and filled here: one per awaited or delivered record, and the
+            # tuple.__new__ call below builds an argument tuple and copies it.
+            return kp_record_metadata(RecordMetadata, self.topic, self.partition, offset, ts)
         # tuple.__new__ straight: the namedtuple's own __new__ is a Python function.
         return _tuple_new(RecordMetadata, (self.topic, self.partition, offset, ts))
 
