@@ -265,14 +265,20 @@ cdef class RecordFuture:
             PyObject_GC_Track(<void *>self)
         return self._result.error
 
+    cdef inline bint _settled(self):
+        self._follow()
+        return self._result._done and self._result._redirect is None
+
     def result(self, timeout=None):
-        self._wait(timeout)
+        if not self._settled():         # a settled one answers without _wait's Python call
+            self._wait(timeout)
         if self._result.error is not None:
             raise self._exposing()
         return self._result.metadata_for(self._index, self._timestamp)
 
     def exception(self, timeout=None):
-        self._wait(timeout)
+        if not self._settled():
+            self._wait(timeout)
         if self._result.error is not None:
             return self._exposing()
         return None
