@@ -19,7 +19,7 @@ environment) and ``results.png`` (records/s per scenario and client).
     python -m bench [--quick] [--scenarios base,lz4,spark,...] [--bootstrap-servers HOST:PORT]
                     [--output DIR] [--repeat K] [--records N] [--spark-rows N]
 
-The full run takes about 30 minutes on 2 cores; ``--quick`` (a few scenarios, small sizes,
+The full run takes about 20 minutes on 2 cores; ``--quick`` (a few scenarios, small sizes,
 a tiny Spark run, no repeats) about a minute. Sizes: 1,000,000 records per client for
 10 B and 100 B values (250,000 for 1 KiB), a tenth of that for the pure-Python kafka-python
 and aiokafka (compared by rate), 2,000,000 Spark rows; every run three times, round-robin
