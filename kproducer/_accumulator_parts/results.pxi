@@ -231,9 +231,12 @@ cdef class RecordFuture:
             r, self._index = r._redirect[self._index]
         self._result = r
 
-    def done(self):
+    cdef inline bint _settled(self):
         self._follow()
         return self._result._done and self._result._redirect is None
+
+    def done(self):
+        return self._settled()
 
     def cancelled(self):
         return False
@@ -264,10 +267,6 @@ cdef class RecordFuture:
         if not PyObject_GC_IsTracked(self):
             PyObject_GC_Track(<void *>self)
         return self._result.error
-
-    cdef inline bint _settled(self):
-        self._follow()
-        return self._result._done and self._result._redirect is None
 
     def result(self, timeout=None):
         if not self._settled():         # a settled one answers without _wait's Python call
