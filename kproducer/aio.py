@@ -406,9 +406,13 @@ class AIOProducer:
         """Creates the producer; its Sender's steps then run on this loop (see _LoopTurn)."""
         if self._producer is None:
             self._producer = Producer(self._config, **self._settings)
-            self._turn = _LoopTurn(self._producer, asyncio.get_running_loop())
-            self._send_state = _accumulator.AIOSendState(self._producer._send_path,
-                                                         self._turn.loop)
+            self._run_steps_on(asyncio.get_running_loop())
+
+    def _run_steps_on(self, loop) -> None:
+        """The Sender's steps run on ``loop`` (a new _LoopTurn), and the compiled send reads
+        the turn's loop with the producer's SendPath from ``_send_state``: set together."""
+        self._turn = _LoopTurn(self._producer, loop)
+        self._send_state = _accumulator.AIOSendState(self._producer._send_path, loop)
 
     async def stop(self, timeout=None) -> None:
         """Sends what is queued (up to ``timeout`` seconds), then closes; in an executor, so
@@ -458,8 +462,7 @@ class AIOProducer:
         if loop is None or self._turn is None or self._turn.loop.is_running():
             return
         self._turn.close()
-        self._turn = _LoopTurn(self._producer, loop)
-        self._send_state = _accumulator.AIOSendState(self._producer._send_path, loop)
+        self._run_steps_on(loop)
 
     async def send_and_wait(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
                             headers=None):

@@ -51,10 +51,6 @@ def bind_slice(LoopSlice s):
 def bound_loop():
     """The loop whose slice the calling thread's sends and awaits last took part in (the
     running one, once one of them ran in it), or None."""
-    return bound_loop_c()
-
-
-cdef object bound_loop_c():
     cdef LoopSlice s = current_slice()
     return None if s is None else s.loop
 

@@ -285,8 +285,7 @@ cdef class RecordFuture:
     def add_done_callback(self, fn):
         """Calls ``fn(future)`` when done (at once if already done). It runs on the
         producer's I/O thread: keep it short."""
-        self._follow()
-        if self._result._done and self._result._redirect is None:
+        if self._settled():
             try:
                 fn(self)
             except Exception:
@@ -309,9 +308,8 @@ cdef class RecordFuture:
         error raised. Completions reach each loop in bulk (kproducer.aio); a settled future
         answers at once, without the loop, within the loop turn's slice (kproducer.aio)."""
         cdef BatchResult r
-        self._follow()
-        r = self._result
-        if r._done and r._redirect is None:
+        if self._settled():
+            r = self._result
             if _aio is not None:
                 waiter = turn_check()
                 if waiter is not None:           # this turn's slice is spent: the next one
