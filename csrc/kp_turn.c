@@ -23,7 +23,12 @@ struct kp_turn {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* pending or stop changed */
+    pthread_cond_t io_cv;   /* io_wanted or stop changed (the I/O thread's only wake-up) */
     int pending;            /* written under mu, read with atomics anywhere */
+    int io_wanted;          /* the watcher hands the wanted step to the I/O thread */
+    uint64_t handed;        /* `raised` when the watcher last handed a step over */
+    int grace_floor_ms;     /* kp_turn_wait_io's grace_ms, for the watcher */
+    pid_t io_tid;           /* kernel id of the thread in kp_turn_wait_io, 0: none yet */
     int stop;
     int polling;            /* the watcher is in ppoll(2) until poll_until (-1: no limit) */
     int64_t poll_until;
@@ -98,6 +103,8 @@ static void rearm(kp_turn *t)
     (void)w; /* EAGAIN: a re-arm is already pending */
 }
 
+static void hand_over(kp_turn *t);
+
 static void *watch(void *arg)
 {
     kp_turn *t = arg;
@@ -108,10 +115,14 @@ static void *watch(void *arg)
 
     pthread_mutex_lock(&t->mu);
     for (;;) {
-        while (t->pending && !t->stop)
+        while (t->pending && t->handed == t->raised && !t->stop)
             pthread_cond_wait(&t->cv, &t->mu);
         if (t->stop)
             break;
+        if (t->pending) {
+            hand_over(t);       /* raised by another thread (kp_turn_raise) */
+            continue;
+        }
         int64_t due = earliest(t->due_us, t->hint_us);
         struct timespec timeout, *timeout_p = NULL;
         if (due >= 0) {
@@ -148,8 +159,10 @@ static void *watch(void *arg)
         int due_now = due_at >= 0 && kp_turn_now_us() >= due_at;
         /* poll failing otherwise (it cannot, on a valid descriptor) hands the step to the
          * Sender rather than spin here. */
-        if (ready || due_now || n < 0)
+        if (ready || due_now || n < 0) {
             raise_locked(t);
+            hand_over(t);
+        }
     }
     pthread_mutex_unlock(&t->mu);
     return NULL;
@@ -170,6 +183,7 @@ kp_status kp_turn_new(kp_turn **out, int fd, int *sys_errno)
     t->poll_until = -1;
     t->loop_fd = -1;
     t->syscall_fd = -1;
+    t->grace_floor_ms = 1;
     t->rearm_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (t->rearm_fd < 0) {
         if (sys_errno) *sys_errno = errno;
@@ -180,11 +194,13 @@ kp_status kp_turn_new(kp_turn **out, int fd, int *sys_errno)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&t->cv, &ca);
+    pthread_cond_init(&t->io_cv, &ca);
     pthread_condattr_destroy(&ca);
     int rc = pthread_create(&t->thread, NULL, watch, t);
     if (rc != 0) {
         if (sys_errno) *sys_errno = rc;
         pthread_cond_destroy(&t->cv);
+        pthread_cond_destroy(&t->io_cv);
         pthread_mutex_destroy(&t->mu);
         close(t->rearm_fd);
         free(t);
@@ -203,10 +219,12 @@ void kp_turn_free(kp_turn *t)
     pthread_mutex_lock(&t->mu);
     t->stop = 1;
     pthread_cond_broadcast(&t->cv);
+    pthread_cond_broadcast(&t->io_cv);
     pthread_mutex_unlock(&t->mu);
     rearm(t);
     pthread_join(t->thread, NULL);
     pthread_cond_destroy(&t->cv);
+    pthread_cond_destroy(&t->io_cv);
     pthread_mutex_destroy(&t->mu);
     close(t->rearm_fd);
     if (t->loop_fd >= 0)
@@ -261,6 +279,8 @@ void kp_turn_raise(kp_turn *t)
 {
     pthread_mutex_lock(&t->mu);
     raise_locked(t);
+    if (t->polling)
+        rearm(t);       /* the watcher hands this step over (hand_over) */
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -303,6 +323,7 @@ void kp_turn_done(kp_turn *t, int64_t due_us)
     pthread_mutex_lock(&t->mu);
     note_sends(t);
     t->due_us = due_us;
+    t->io_wanted = 0;
     __atomic_store_n(&t->pending, 0, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&t->cv);
     /* A step nobody asked for (a closing Sender's) finds the watcher in poll(2) towards a
@@ -437,7 +458,7 @@ static long blocked_in(kp_turn *t, pid_t tid)
 static int sender_asleep(kp_turn *t)
 {
     pid_t tid = __atomic_load_n(&t->sender_tid, __ATOMIC_RELAXED);
-    if (tid == 0 || tid == own_tid())
+    if (tid == 0 || tid == t->io_tid)
         return 0;
     long nr = blocked_in(t, tid);
     if (nr == -2)
@@ -449,38 +470,33 @@ static int sender_asleep(kp_turn *t)
     return nr >= 0 && nr != SYS_futex;
 }
 
-int kp_turn_wait_io(kp_turn *t, int grace_ms)
+/* With mu held, on the watcher, just after pending rose: decides when the I/O thread steps.
+ * An application thread that sent since the last look runs Python now and will run the step
+ * at its next send: the step is left to it rather than have the I/O thread queue for the GIL
+ * (which that thread would then wait a switch interval to get back; and a thread queued for
+ * the GIL beside a busy one delayed steps and responses by milliseconds, measured). How long:
+ * kp_turn_grace_us, about the time to its next send. The watcher keeps that time, not the I/O
+ * thread: a step run by the application within it then wakes no thread but the watcher,
+ * where the I/O thread woke twice per step (at the raise, at the step's end) for nothing. */
+static void hand_over(kp_turn *t)
 {
-    int r;
-    pthread_mutex_lock(&t->mu);
-    for (;;) {
-        wait_for(t, 1, -1);
-        if (t->stop)
-            break;
-        /* An application thread that sent since the last look runs Python now and will
-         * run the step at its next send: leave it the step rather than queue for the GIL
-         * (which it would then wait a switch interval to get back; and a thread queued
-         * for the GIL beside a busy one delayed steps and responses by milliseconds,
-         * measured). How long: kp_turn_grace_us, about the time to its next send. */
-        uint64_t a = __atomic_load_n(&t->activity, __ATOMIC_RELAXED);
-        if (t->loops > 0) {
-            /* An attached event loop was woken (raise_locked) and runs the step on its own
-             * thread; the I/O thread steps only if the loop is held up past its grace. */
-            t->seen_activity = a;
-            wait_for(t, 0, ms_to_us(t->loop_grace_ms));
-            if (t->pending)
-                break;
-            continue;
-        }
-        if (a == t->seen_activity)
-            break;
+    t->handed = t->raised;
+    if (!t->pending || t->stop)
+        return;
+    uint64_t a = __atomic_load_n(&t->activity, __ATOMIC_RELAXED);
+    if (t->loops > 0) {
+        /* An attached event loop was woken (raise_locked) and runs the step on its own
+         * thread; the I/O thread steps only if the loop is held up past its grace. */
+        t->seen_activity = a;
+        wait_for(t, 0, ms_to_us(t->loop_grace_ms));
+    } else if (a != t->seen_activity) {
         t->seen_activity = a;
         /* A sender asleep in the kernel (time.sleep, a socket) will not step before
-         * it wakes, and leaves the GIL free for this thread now. It is looked at when the
+         * it wakes, and leaves the GIL free for the I/O thread now. It is looked at when the
          * grace begins and, for a sender seen asleep lately (one that sleeps between sends),
          * every KP_TURN_SENDER_LOOK_US of it: the wake-ups of a sliced grace beside a busy
          * sender made it step later (measured: 3-4x the I/O thread's steps at 1,000/s). */
-        int64_t end = kp_turn_now_us() + kp_turn_grace_us(t, grace_ms), left;
+        int64_t end = kp_turn_now_us() + kp_turn_grace_us(t, t->grace_floor_ms), left;
         while (t->pending && !t->stop && (left = end - kp_turn_now_us()) > 0) {
             if (sender_asleep(t)) {
                 t->sender_sleeps = KP_TURN_SENDER_SLEEPS;
@@ -494,10 +510,29 @@ int kp_turn_wait_io(kp_turn *t, int grace_ms)
             }
             wait_for(t, 0, left);
         }
-        if (t->pending)
-            break;          /* nobody stepped within the grace: the I/O thread does */
     }
-    r = t->pending;
+    if (t->pending && !t->stop) {
+        t->io_wanted = 1;       /* nobody stepped within the grace: the I/O thread does */
+        pthread_cond_signal(&t->io_cv);
+    }
+}
+
+int kp_turn_wait_io(kp_turn *t, int grace_ms)
+{
+    int r = 0;
+    pthread_mutex_lock(&t->mu);
+    t->grace_floor_ms = grace_ms;
+    t->io_tid = own_tid();
+    while (!t->stop) {
+        if (t->io_wanted) {
+            t->io_wanted = 0;
+            if (t->pending) {
+                r = 1;
+                break;
+            }
+        }
+        pthread_cond_wait(&t->io_cv, &t->mu);
+    }
     pthread_mutex_unlock(&t->mu);
     return r;
 }

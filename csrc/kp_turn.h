@@ -8,7 +8,8 @@
  * epoll descriptor until a socket is ready, the selector is woken, or the next deadline
  * (kp_turn_set_due) passes, and then raises `pending`. Any thread that holds the GIL already
  * (the application in send()) reads `pending` for the cost of a load and runs the step
- * itself; the I/O thread waits for `pending` in kp_turn_wait, also without the GIL.
+ * itself; the I/O thread waits, also without the GIL, in kp_turn_wait_io until the watcher
+ * hands it a step that no such thread ran within its grace.
  *
  * Contract
  * - pending stays raised until kp_turn_done, which the thread that ran a step calls after
@@ -65,14 +66,17 @@ int kp_turn_wait_clear(kp_turn *t, int timeout_ms);
  * any change counts). */
 void kp_turn_touch(kp_turn *t);
 
-/* The I/O thread's wait: until pending (no limit) and, when an application thread sent since
- * the last call, a further grace (kp_turn_grace_us with floor grace_ms) for that thread to run
- * the step itself at its next send (pending clears: wait again). The grace ends early when
- * that thread is asleep in a system call other than futex(2) (it holds no GIL and steps only
- * once it returns: an application that sleeps between sends), looked at in
- * /proc/self/task/<tid>/syscall as the grace begins and, within KP_TURN_SENDER_SLEEPS looks
- * of the last time it was seen asleep, every KP_TURN_SENDER_LOOK_US. Returns 1 when the I/O
- * thread should step, 0 once the turn is stopped. */
+/* The I/O thread's wait: until the watcher hands it a wanted step (returns 1) or the turn is
+ * stopped (0). The watcher decides as pending rises: at once when no application thread sent
+ * since its last look; otherwise after a grace (kp_turn_grace_us with floor grace_ms) in which
+ * that thread may run the step itself at its next send, and which a step run meanwhile ends
+ * with the handing over cancelled. The grace ends early when that thread is asleep in a system
+ * call other than futex(2) (it holds no GIL and steps only once it returns: an application
+ * that sleeps between sends), looked at in /proc/self/task/<tid>/syscall as the grace begins
+ * and, within KP_TURN_SENDER_SLEEPS looks of the last time it was seen asleep, every
+ * KP_TURN_SENDER_LOOK_US. With event loops attached, the grace is theirs (kp_turn_attach_loop).
+ * The watcher keeps the grace so that a step the application runs within it wakes nobody but
+ * the watcher: the I/O thread wakes only to step. */
 #define KP_TURN_SENDER_LOOK_US 250
 #define KP_TURN_SENDER_SLEEPS 64
 int kp_turn_wait_io(kp_turn *t, int grace_ms);
@@ -91,7 +95,7 @@ int64_t kp_turn_send_interval_us(const kp_turn *t);
  * once, owned by the turn; KP_ERR_SYS with *sys_errno) that becomes readable each time
  * pending rises while at least one loop is attached: the loop watches it and runs the step
  * on its own thread, so no other thread needs the GIL for it. kp_turn_attach_loop adds
- * `delta` (+1/-1) attached loops and sets how long kp_turn_wait_io leaves a wanted step to
+ * `delta` (+1/-1) attached loops and sets how long the watcher leaves a wanted step to
  * them (grace_ms; -1: unchanged) before the I/O thread runs it (a loop held up by its
  * application). The loop reads the eventfd empty before it steps. */
 kp_status kp_turn_loop_fd(kp_turn *t, int *fd_out, int *sys_errno);

@@ -17,9 +17,11 @@ idempotence and sequence resets, transactions.
 Whose turn: a step runs on whichever thread gets there first with the GIL. ``send()`` and
 ``send_many()`` (which hold the GIL already) check ``turn.pending`` -- one load -- and run the
 step themselves, so acknowledgements never wait for the I/O thread to get the GIL from a
-busy application (the interpreter's 5 ms switch interval). The I/O thread waits for
-``pending`` without the GIL and only ever *tries* the step lock: a thread that held it while
-waiting for the GIL would stop every other thread from stepping for a switch interval.
+busy application (the interpreter's 5 ms switch interval). The I/O thread sleeps without
+the GIL until the watcher hands it a step that no sending thread ran within its grace (so a
+step the application runs wakes no Python thread), and only ever *tries* the step lock: a
+thread that held it while waiting for the GIL would stop every other thread from stepping
+for a switch interval.
 
 One step: refresh metadata when due, obtain a producer id when idempotent, then
 ``ready`` -> ``drain`` -> one Produce request per broker -> ``poll(0)``. Responses
@@ -167,9 +169,9 @@ class Sender:
         log.debug("sender thread stopped")
 
     def _io_turn(self) -> None:
-        """One turn of the I/O thread: wait, without the GIL, until the watcher wants a step
-        (a socket is ready, the selector was woken, a deadline passed) that no sending
-        application thread ran within its grace (see _APP_GRACE_MS), then run it. Queueing for the GIL while
+        """One turn of the I/O thread: wait, without the GIL, until the watcher hands it a
+        wanted step (a socket is ready, the selector was woken, a deadline passed) that no
+        sending application thread ran within its grace (see _APP_GRACE_MS), then run it. Queueing for the GIL while
         the application runs Python would cost that thread a switch interval (5 ms) each
         time it releases the GIL (an event loop's every select()). The step lock is only
         ever tried: a thread that held it while waiting for the GIL would keep every other

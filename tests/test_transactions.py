@@ -319,6 +319,12 @@ def test_a_prepared_transaction_can_be_aborted_elsewhere_and_a_fenced_one_is_ref
 
 # -- faults -------------------------------------------------------------------------------
 
+def settled_count(proxy, key: str, at_least: int) -> int:
+    """A proxy counter once it reaches ``at_least`` (or 10 s): the proxy publishes its counts
+    just after forwarding, so the client may act on a replaced answer before it counts."""
+    return proxy.wait_for(lambda s: s[key] >= at_least)[key]
+
+
 @pytest.mark.parametrize("api,on", [(v.END_TXN, "response"), (v.END_TXN, "request"),
                                     (v.ADD_PARTITIONS_TO_TXN, "response"),
                                     (v.ADD_PARTITIONS_TO_TXN, "request")])
@@ -332,7 +338,7 @@ def test_a_lost_coordinator_answer_commits_exactly_once(proxied_broker, api, on)
             p.send("t", b"f-%d" % i, partition=i % 2)
         proxy.cut_on_api(api, on=on)
         p.commit_transaction(timeout=30)
-        assert proxy.stats()["api_cuts"] == 1
+        assert settled_count(proxy, "api_cuts", 1) == 1
         p.begin_transaction()
         p.send("t", b"after", partition=0)
         p.commit_transaction(timeout=30)
@@ -447,7 +453,7 @@ def test_broker_answers_of_fencing_are_producer_fenced_errors(proxied_broker):
             proxy.answer_error(v.END_TXN, 90)          # PRODUCER_FENCED
             with pytest.raises(ProducerFencedError, match="PRODUCER_FENCED"):
                 q.complete_transaction(prepared, commit=True, timeout=20)
-            assert proxy.stats()["api_answers"] == 1
+            assert settled_count(proxy, "api_answers", 1) == 1
             q.complete_transaction(prepared, commit=True, timeout=20)   # the real answer: done
         p.complete_transaction(prepared, commit=True, timeout=20)       # again, by its producer
         # The producer's own commit answered with INVALID_PRODUCER_EPOCH: fenced, fatal.
@@ -477,7 +483,7 @@ def test_concurrent_transactions_and_a_moved_coordinator_are_retried(proxied_bro
         p.send("t", b"a", partition=0)
         proxy.answer_error(v.END_TXN, 51, times=2)                 # CONCURRENT_TRANSACTIONS
         p.commit_transaction(timeout=20)
-        assert proxy.stats()["api_answers"] == 2
+        assert settled_count(proxy, "api_answers", 2) == 2
         finds_before = sum(1 for d, _, api, _, _ in proxy.requests_log()
                            if d == "request" and api == v.FIND_COORDINATOR)
         p.begin_transaction()
@@ -565,7 +571,7 @@ def test_find_coordinator_errors_are_retried_with_backoff(proxied_broker, code):
                  retry_backoff_ms=200, retry_backoff_max_ms=2000)
     try:
         p.init_transactions(timeout=20)
-        assert proxy.stats()["api_answers"] == 3
+        assert settled_count(proxy, "api_answers", 3) == 3
         log = proxy.requests_log(times=True)
         finds = [e for e in log if e[2] == v.FIND_COORDINATOR]
         assert [e[0] for e in finds] == ["request", "response"] * 4

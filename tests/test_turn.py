@@ -285,6 +285,61 @@ def test_the_grace_ends_at_once_for_a_sender_asleep_in_the_kernel(pipe):
         t.close()
 
 
+def _switches(th) -> int:
+    """The thread's voluntary context switches so far (each wake-up from a wait is one)."""
+    with open(f"/proc/self/task/{th.native_id}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches in /proc")
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_steps_the_application_runs_within_its_grace_leave_the_io_thread_asleep(pipe):
+    """The watcher keeps the grace: a step that the sending thread runs within it wakes no
+    thread but the watcher. The I/O thread wakes only when it is handed a step (it used to
+    wake twice for each step the application ran: as pending rose and as it cleared)."""
+    t = SenderTurn(pipe[0])
+    try:
+        returned = []
+        io = threading.Thread(target=lambda: returned.append(t.wait_io(200)), daemon=True)
+        io.start()                                   # a grace of 200 ms (the floor given)
+        _until_blocked(io, in_futex=True)
+        before = _switches(io)
+        for _ in range(200):
+            # An application's pace: 0.3 ms from the raise to its step and on to the next
+            # (back to back, a woken thread would not get to run between them anyway).
+            t.sent()
+            t.wake()
+            assert t.pending
+            _spin(0.0003)
+            t.begin()
+            t.done(-1)
+            _spin(0.0003)
+        # 400 wake-ups before the watcher kept the grace.
+        assert _switches(io) - before < 20 and not returned
+        # A wanted step nobody runs: after the grace, the I/O thread is handed it.
+        t.sent()
+        t0 = now_us()
+        t.wake()
+        io.join(10)
+        assert returned == [1] and now_us() - t0 >= 200_000 - 50
+        # A wanted step and no send since the last look: handed over at once.
+        t.begin()
+        t.done(-1)
+        t.wake()
+        t0 = now_us()
+        assert t.wait_io(200)
+        assert now_us() - t0 < 150_000
+    finally:
+        t.close()
+
+
 def test_close_stops_the_watcher_and_leaves_a_harmless_object(pipe):
     before = threading.active_count()
     turns = [SenderTurn(pipe[0]) for _ in range(20)]
