@@ -516,11 +516,8 @@ class NetworkClient:
 
     def poll(self, timeout_ms: int, now: int) -> int:
         """Does all I/O: connects, writes, reads, completes requests and runs their
-        callbacks, enforces request and connection-setup timeouts. Returns how many events
-        it handled that may have made something sendable (connects, receives, disconnects,
-        completions, a wakeup). A request written, on its own, is not one: it frees no
-        in-flight slot, and counting it made every step that sent run a second, idle step
-        at once (a third of all steps at the defaults)."""
+        callbacks, enforces request and connection-setup timeouts. Returns how many
+        events it handled (connects, sends, receives, disconnects, completions, a wakeup)."""
         timeout_ms = max(0, min(timeout_ms, self._next_timeout(now)))
         result = self.selector.poll(timeout_ms)
         now = self.time.mono_ms()
@@ -573,7 +570,7 @@ class NetworkClient:
             callback(resp, err)
         # A wakeup counts: whoever woke the selector changed something the caller must look
         # at again (a flush, a new request, a closing producer).
-        return (len(result.connected) + len(result.received)
+        return (len(result.connected) + len(result.sent) + len(result.received)
                 + len(result.disconnected) + len(completions) + bool(result.woken))
 
     def _on_response(self, ns: NodeState, payload, now: int, completions: list) -> None:

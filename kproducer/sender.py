@@ -346,12 +346,7 @@ class Sender:
             self._send_produce(node, node_batches, now)
         self._expire(wall, 0)
         if batches:
-            # Java polls with timeout 0 here and lets its next loop find whether more is
-            # sendable (a partition with a second full batch); that loop is a whole step
-            # here (10-40 us), idle after most sends. One more ready() answers it.
-            ready, next_delay, _ = self.acc.ready(leader_of, wall, muted)
-            if any(self.client.ready(node, now) for node in ready):
-                return 0
+            return 0
         return max(0, min(next_delay, 1 << 30))
 
     # -- produce -----------------------------------------------------------------------

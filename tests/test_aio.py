@@ -52,10 +52,19 @@ class Heartbeat:
     def __init__(self):
         self.worst = 0.0
         self.worst_own = 0.0
+        self.longest_gc = 0.0           # printed beside the stall: was a collection it?
+        self._gc_began = None
         self._task = None
         self._waited = runqueue_clock()
 
+    def _on_gc(self, phase, info):
+        if phase == "start":
+            self._gc_began = time.perf_counter()
+        elif self._gc_began is not None:
+            self.longest_gc = max(self.longest_gc, time.perf_counter() - self._gc_began)
+
     def start(self):
+        gc.callbacks.append(self._on_gc)
         self._task = asyncio.ensure_future(self._beat())
 
     async def _beat(self):
@@ -72,10 +81,12 @@ class Heartbeat:
 
     def stop(self):
         self._task.cancel()
+        gc.callbacks.remove(self._on_gc)
 
     def check(self, label: str) -> None:
         print(f"{label}: longest loop stall {self.worst * 1000:.1f} ms, "
-              f"{self.worst_own * 1000:.1f} ms of it not waiting for a CPU")
+              f"{self.worst_own * 1000:.1f} ms of it not waiting for a CPU; "
+              f"longest garbage collection {self.longest_gc * 1000:.1f} ms")
         assert self.worst < 0.5, f"the event loop stalled {self.worst * 1000:.1f} ms"
         assert self.worst_own < OWN_STALL_LIMIT_S, (
             f"the event loop stalled {self.worst_own * 1000:.1f} ms (besides waiting for a CPU)")

@@ -149,27 +149,6 @@ def metadata_request(client, clock, node=0):
     return got
 
 
-def test_poll_counts_a_written_request_as_nothing_new_to_send(clock, sel):
-    # The Sender steps again at once when poll() returns events: a request written frees no
-    # in-flight slot, so it alone is not one; its response (and the completion) is.
-    client = new_client(clock, sel)
-    slot = make_ready(client, sel, clock)
-    got = metadata_request(client, clock)
-    api_key, version, cid = sel.last_request()
-    sel.then(sent=[slot])
-    assert client.poll(0, clock.mono_ms()) == 0
-    assert client.in_flight_count(0) == 1 and not got
-    resp = MetadataResponse(brokers=[], cluster_id="c", controller_id=0, topics=[])
-    sel.then(received=[(slot, encode_response(METADATA, version, resp, cid))])
-    assert client.poll(0, clock.mono_ms()) == 2       # the receive and its completion
-    assert got and got[0][1] is None
-    # acks=0: written is completed, so the write's completion counts.
-    client.send(0, METADATA, MetadataRequest(topics=[], allow_auto_topic_creation=False),
-                lambda resp, err: got.append((resp, err)), clock.mono_ms(), expect_response=False)
-    sel.then(sent=[slot])
-    assert client.poll(0, clock.mono_ms()) == 1 and got[-1] == (None, None)
-
-
 def test_api_versions_handshake_makes_the_node_ready(clock, sel):
     client = new_client(clock, sel)
     slot = make_ready(client, sel, clock)

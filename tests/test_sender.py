@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from kproducer._accumulator import RecordAccumulator, SenderTurn
+from kproducer._accumulator import RecordAccumulator
 from kproducer.clock import SYSTEM_TIME, MockTime
 from kproducer.config import ProducerConfig
 from kproducer.errors import KafkaTimeoutError, NetworkError
@@ -294,45 +294,6 @@ def test_a_record_is_sent_and_acknowledged(make_env):
     md = fut.result(0)
     assert (md.topic, md.partition, md.offset) == (TOPIC, 1, 0)
     assert env.sender.stats["records_acked"] == 1 and not env.sender.in_flight
-
-
-class _DueRecorder:
-    """The Sender's turn, recording the deadline each step names (``done``)."""
-
-    def __init__(self, turn):
-        self._turn = turn
-        self.dues: list = []
-
-    def __getattr__(self, name):
-        return getattr(self._turn, name)
-
-    def done(self, due_us: int) -> None:
-        self.dues.append(due_us)
-        self._turn.done(due_us)
-
-
-def test_a_step_that_sent_steps_again_at_once_only_when_more_is_sendable(make_env):
-    # Java polls with timeout 0 after a send; a step is dearer than Java's loop, so the Sender
-    # asks ready() instead, and a request written (poll's only event) is no reason either.
-    env = make_env(batch_size=128, batch_max_size=128)
-    turn = env.sender.turn = _DueRecorder(env.sender.turn)
-    try:
-        env.append(0, b"x" * 100)
-        env.step()
-        assert len(env.client.produce_requests()) == 1
-        # Nothing else queued: the next step is due when metadata is (minutes), not now.
-        assert turn.dues[-1] > SenderTurn.now_us() + 1_000_000
-        # Two full batches of partition 0: a drain takes one, so the second is sendable now.
-        futs = [env.append(0, b"y" * 100) for _ in range(2)]
-        env.step()
-        [_, second] = env.client.produce_requests()
-        assert len(second.batches) == 1 and not futs[1].done()
-        assert turn.dues[-1] <= SenderTurn.now_us()
-        env.step()
-        assert len(env.client.produce_requests()) == 3
-        assert turn.dues[-1] > SenderTurn.now_us() + 1_000_000
-    finally:
-        env.sender.turn = turn._turn
 
 
 def test_a_retriable_error_is_retried_after_the_backoff(make_env):
