@@ -120,7 +120,7 @@ static void *watch(void *arg)
         if (t->stop)
             break;
         if (t->pending) {
-            hand_over(t);       /* raised by another thread (kp_turn_raise) */
+            hand_over(t);       /* a raise not handed over yet: the watcher's, or another thread's */
             continue;
         }
         int64_t due = earliest(t->due_us, t->hint_us);
@@ -159,10 +159,8 @@ static void *watch(void *arg)
         int due_now = due_at >= 0 && kp_turn_now_us() >= due_at;
         /* poll failing otherwise (it cannot, on a valid descriptor) hands the step to the
          * Sender rather than spin here. */
-        if (ready || due_now || n < 0) {
-            raise_locked(t);
-            hand_over(t);
-        }
+        if (ready || due_now || n < 0)
+            raise_locked(t);    /* handed over at the top of the loop */
     }
     pthread_mutex_unlock(&t->mu);
     return NULL;
