@@ -56,6 +56,31 @@ def test_a_deadline_on_a_wall_clock_ms_boundary_is_kept_to_the_microsecond(pipe)
         t.close()
 
 
+def test_the_watcher_alone_runs_with_a_timer_slack_of_1_ns(pipe):
+    """The kernel's default timer slack (50 us) let ppoll(2) wake the watcher 50-100 us after
+    each deadline; the watcher asks for 1 ns on its own thread, and the thread that started it
+    keeps the slack it had (the application's sleeps are not the producer's to change)."""
+    own = f"/proc/{threading.get_native_id()}/timerslack_ns"   # (not under /proc/self/task)
+    before_own = open(own).read().strip()
+    tasks = set(os.listdir("/proc/self/task"))
+    t = SenderTurn(pipe[0])
+    try:
+        deadline = time.monotonic() + 10
+        while t.watcher_timer_slack_ns == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert t.watcher_timer_slack_ns == 1
+        assert open(own).read().strip() == before_own
+        for tid in set(os.listdir("/proc/self/task")) - tasks:
+            try:        # another thread's slack: readable with CAP_SYS_NICE (root) only
+                slack = open(f"/proc/{tid}/timerslack_ns").read().strip()
+            except PermissionError:
+                continue
+            assert slack == "1", f"thread {tid}"
+    finally:
+        t.close()
+    assert t.watcher_timer_slack_ns == 0          # closed
+
+
 def test_a_readable_descriptor_raises_pending_until_a_step_is_done(pipe):
     r, w = pipe
     t = SenderTurn(r)

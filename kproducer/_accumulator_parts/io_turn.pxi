@@ -56,6 +56,11 @@ cdef class SenderTurn:
         return self.wanted()
 
     @property
+    def watcher_timer_slack_ns(self):
+        """The watcher thread's timer slack (kp_turn.h): 1 once it runs, 0 before."""
+        return 0 if self.t == NULL else kp_turn_watcher_slack_ns(self.t)
+
+    @property
     def raised(self):
         """How many times the watcher asked for a step."""
         return 0 if self.t == NULL else kp_turn_raised(self.t)
