@@ -12,10 +12,16 @@ latency runs from just before the send call to the record's delivery callback.
   GIL (what a busy application does); a client whose I/O thread needs the GIL waits for the
   interpreter's switch interval.
 - ``sleep``: ``time.sleep`` until the next send is due (the GIL is free meanwhile).
+- ``compute``: sends in bursts, every ``COMPUTE_BURST_S`` the records due in it back to back,
+  and between bursts computes in Python (it keeps the GIL) without sending: what a batch job
+  or a stream processor does. The compute loop calls the client's poll where the run has one.
 
 confluent-kafka runs callbacks only inside ``poll()``: its loop calls ``poll(0)`` after every
-produce, as its documentation shows, and a sleeping loop also polls while it waits. kproducer
-needs no poll call.
+produce, as its documentation shows, a sleeping loop also polls while it waits, and the compute
+loop polls between its pieces of work. kproducer needs no poll call: ``kproducer send()`` makes
+none; ``kproducer send() + poll()`` (compute rows only) calls ``Producer.poll()`` where
+confluent-kafka's loop calls its own, so that its steps do not wait for the I/O thread to get
+the GIL from the computing thread.
 """
 
 from __future__ import annotations
@@ -27,13 +33,21 @@ import time
 from bench.data import make_keys, make_values
 
 KPRODUCER = "kproducer send()"
+KPRODUCER_POLL = "kproducer send() + poll()"
 CONFLUENT = "confluent produce/poll"
-CLIENTS = (KPRODUCER, CONFLUENT)
-# (rate, loop) runs of the scenario: fixed rates with both application loops, then as fast as
-# each client goes (rate 0: no pacing, so no loop between sends).
+CLIENTS = (KPRODUCER, KPRODUCER_POLL, CONFLUENT)
+DISTRIBUTION = {KPRODUCER: "kproducer", KPRODUCER_POLL: "kproducer", CONFLUENT: "confluent-kafka"}
+# The producer client of bench.clients each latency client is a way of using (--clients).
+USES = {KPRODUCER: KPRODUCER, KPRODUCER_POLL: KPRODUCER, CONFLUENT: CONFLUENT}
+# (rate, loop) runs of the scenario: fixed rates with the busy and the sleeping loop (issue
+# 11's goals), the computing loop at one rate, then as fast as each client goes (rate 0: no
+# pacing, so no loop between sends).
 RATES = (1_000, 10_000, 50_000)
 LOOPS = ("busy", "sleep")
-PLAN = tuple((rate, loop) for rate in RATES for loop in LOOPS) + ((0, "none"),)
+GOAL_LOOPS = LOOPS
+PLAN = (tuple((rate, loop) for rate in RATES for loop in LOOPS) + ((10_000, "compute"),)
+        + ((0, "none"),))
+COMPUTE_BURST_S = 0.020
 WARMUP_VALUE = b"warm-up"
 
 
@@ -61,11 +75,37 @@ def percentiles(samples_ns: list[int]) -> dict:
             "histogram": {"edges_ms": edges, "counts": counts}}
 
 
+def clients_for(loop: str) -> tuple:
+    """The clients of a row: ``kproducer send() + poll()`` in the compute loop only."""
+    return CLIENTS if loop == "compute" else (KPRODUCER, CONFLUENT)
+
+
+def _due(loop: str, start: int, i: int, interval: int, burst: int) -> int:
+    """When record ``i`` is sent: at its slot of the rate, or (compute) at its burst's start."""
+    if loop == "compute":
+        return start + (i // burst) * burst * interval
+    return start + i * interval
+
+
+def _work() -> int:
+    # A piece of the computing application's own work (a few us of bytecode).
+    x = 0
+    for k in range(50):
+        x += k * k
+    return x
+
+
 def _pace(loop: str, due: int, poll=None) -> None:
     """Waits until perf_counter_ns() >= due the way ``loop`` says."""
     if loop == "busy":
         while time.perf_counter_ns() < due:
             pass
+        return
+    if loop == "compute":
+        while time.perf_counter_ns() < due:
+            _work()
+            if poll is not None:
+                poll()
         return
     while True:
         left = due - time.perf_counter_ns()
@@ -84,6 +124,11 @@ def records_for(rate: int, seconds: float) -> int:
 
 def _interval_ns(rate: int) -> int:
     return 1_000_000_000 // rate if rate > 0 else 0
+
+
+def _burst(rate: int) -> int:
+    # Records per burst of the compute loop: COMPUTE_BURST_S worth at the rate.
+    return max(1, int(rate * COMPUTE_BURST_S))
 
 
 class _Latencies:
@@ -112,11 +157,13 @@ def run_kproducer(spec: dict, values: list, keys: list) -> tuple[list[int], floa
     make_cb = lat.callback
     clock = time.perf_counter_ns
     loop = spec["loop"]
+    poll = p.poll if spec["client"] == KPRODUCER_POLL else None
+    burst = _burst(spec["rate"])
     nk = len(keys)
     start = clock()
     for i in range(n):
         if interval:
-            _pace(loop, start + i * interval)
+            _pace(loop, _due(loop, start, i, interval, burst), poll)
         t0 = clock()
         p.send(topic, values[i], key=keys[i % nk], on_delivery=make_cb(i, t0))
     p.flush()
@@ -138,11 +185,13 @@ def run_confluent(spec: dict, values: list, keys: list) -> tuple[list[int], floa
     make_cb = lat.callback
     clock = time.perf_counter_ns
     loop = spec["loop"]
+    poll = {"sleep": p.poll, "compute": lambda: p.poll(0)}.get(loop)
+    burst = _burst(spec["rate"])
     nk = len(keys)
     start = clock()
     for i in range(n):
         if interval:
-            _pace(loop, start + i * interval, p.poll if loop == "sleep" else None)
+            _pace(loop, _due(loop, start, i, interval, burst), poll)
         t0 = clock()
         while True:
             try:
@@ -156,7 +205,7 @@ def run_confluent(spec: dict, values: list, keys: list) -> tuple[list[int], floa
     return lat.ns, elapsed, {k: v for k, v in settings.items() if k != "bootstrap.servers"}
 
 
-RUNNERS = {KPRODUCER: run_kproducer, CONFLUENT: run_confluent}
+RUNNERS = {KPRODUCER: run_kproducer, KPRODUCER_POLL: run_kproducer, CONFLUENT: run_confluent}
 
 
 def run(spec: dict) -> dict:

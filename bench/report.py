@@ -218,7 +218,7 @@ def latency_ratios(rows: list[dict]) -> list[dict]:
     out = []
     summary = latency_summary(rows)
     for rate, loop in latency.PLAN:
-        if not rate:
+        if not rate or loop not in latency.GOAL_LOOPS:
             continue
         mine = next((r for r in summary if r["rate"] == rate and r["loop"] == loop
                      and r["client"] == latency.KPRODUCER), None)
@@ -483,6 +483,10 @@ def markdown(doc: dict) -> str:
                 "linger.ms 5); latency from just before the send call to the record's delivery "
                 "callback. `busy`: the application spins in Python between sends (it keeps the "
                 "GIL); `sleep`: it sleeps (confluent-kafka polls) until the next send is due; "
+                f"`compute`: it sends in bursts every {latency.COMPUTE_BURST_S * 1000:.0f} ms and "
+                "computes in Python between them without sending (confluent-kafka, and "
+                f"`{latency.KPRODUCER_POLL}`, poll between pieces of the work; issue 11's goals "
+                "are the busy and sleep rows); "
                 "`unpaced`: as fast as the client goes. Each run read back. Every row "
                 f"{doc['parameters']['repeat']} time(s), the clients alternating; each figure "
                 "is the median over the runs (p50 and p99: their lowest and highest in "

@@ -254,7 +254,8 @@ def latency_runs(cluster: Cluster, names: list[str], seconds: float, repeat: int
     turn = 0
     for rate, loop in latency.PLAN:
         for rep in range(repeat):
-            order = names if turn % 2 == 0 else list(reversed(names))
+            row_clients = [c for c in names if c in latency.clients_for(loop)]
+            order = row_clients if turn % 2 == 0 else list(reversed(row_clients))
             turn += 1
             for client in order:
                 n = latency.records_for(rate, seconds)
@@ -426,15 +427,17 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
                 skipped[f"{name} / {client}"] = why
             else:
                 plan.append((scenario, client))
-    latency_clients = [c for c in latency.CLIENTS if installed(clients.DISTRIBUTION[c])
-                       and (not args.clients or c in args.clients)]
+    latency_clients = [c for c in latency.CLIENTS if installed(latency.DISTRIBUTION[c])
+                       and (not args.clients or latency.USES[c] in args.clients)]
     latency_on = scenarios.LATENCY in names and bool(latency_clients)
     aio_clients = asyncio_clients(args) if scenarios.ASYNCIO in names else []
     for c in aio.CLIENTS:
         if scenarios.ASYNCIO in names and not installed(aio.DISTRIBUTION[c]):
             skipped[f"{scenarios.ASYNCIO} / {c}"] = f"{aio.DISTRIBUTION[c]} not installed"
     total = (len(plan) * args.repeat + spark_on + (scenarios.MICRO in names)
-             + latency_on * len(latency.PLAN) * len(latency_clients) * args.repeat
+             + latency_on * args.repeat * sum(
+                 len([c for c in latency_clients if c in latency.clients_for(loop)])
+                 for _, loop in latency.PLAN)
              + (len(aio_clients) + 1) * args.repeat * bool(aio_clients))
     progress = Progress(total)
     cluster = Cluster(args.bootstrap_servers, args.partitions)

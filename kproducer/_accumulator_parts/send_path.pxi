@@ -36,6 +36,8 @@ cdef class SendPath:
     # than leave the I/O thread waiting up to a switch interval for the GIL.
     cdef SenderTurn turn
     cdef object step
+    # Producer._poll: poll() beyond its fast path (a step to run, a wait, a bad timeout).
+    cdef public object slow_poll
     # Settable: an event loop runs the wanted steps (kproducer.aio._LoopTurn, woken by the
     # watcher): try_send leaves them to it, one per turn of the loop, rather than run one
     # in the middle of the turn's sends.
@@ -64,6 +66,18 @@ cdef class SendPath:
             if self.turn.wanted():
                 self.step()
         return fut
+
+    def poll(self, timeout=0):
+        """Producer.poll without a Python frame when no step is wanted (an application's
+        compute loop calls it often); see Producer.poll."""
+        if ((type(timeout) is int or type(timeout) is float) and timeout == 0
+                and self.turn is not None and not self.acc.closed
+                and self.generation == _fork_generation):
+            self.turn.touch()
+            if not self.turn.wanted():
+                # Nothing to run; and nothing is settled while this thread holds the GIL.
+                return 0
+        return self.slow_poll(timeout)
 
     def try_send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
                  headers=None, on_delivery=None):
