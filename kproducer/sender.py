@@ -69,6 +69,11 @@ _SEQ_MOD = 1 << 31   # BaseSequence wraps at Integer.MAX_VALUE (Java's DefaultRe
 # every other step, and acknowledgements waited milliseconds more at the tail). None when that
 # thread is asleep in a system call (time.sleep, a socket): it holds no GIL then (kp_turn.h).
 _APP_GRACE_MS = 1
+# The counters of Producer.metrics(), there from the start (0 until counted).
+COUNTERS = ("records_acked", "records_failed", "requests", "batches", "batch_bytes",
+            "max_batch_bytes", "retries", "producer_id_resets", "duplicates_on_first_send",
+            "steps_by_application", "steps_by_io_thread", "step_wait_us_total",
+            "step_wait_us_max")
 
 
 class Sender:
@@ -102,7 +107,7 @@ class Sender:
         self.in_flight: dict = defaultdict(list)       # (topic, partition) -> [batch] in send order
         self.muted: set = set()                         # partitions waiting for in-flight retries
         self._acks0_nodes: set = set()                  # nodes that received acks=0 records
-        self.stats = defaultdict(int)
+        self.stats = defaultdict(int, dict.fromkeys(COUNTERS, 0))
         self.fatal_error: Exception | None = None
         # Requests to a transaction or group coordinator (transactions, complete_transaction).
         self.coordinator = CoordinatorRequests(client, retry_backoff_ms=config.retry_backoff_ms,

@@ -625,3 +625,17 @@ def test_busy_topic_is_not_forgotten_after_metadata_max_idle_ms(broker):
         failed = [f.exception() for f in futures if f.exception() is not None]
         assert not failed, failed[:1]
         assert "busy" in p._metadata.topics()
+
+
+def test_metrics_has_every_counter_from_the_start():
+    """Counters that nothing has counted yet are there as 0 (a step run only by the I/O thread
+    left ``steps_by_application`` out, and reading it raised KeyError)."""
+    from kproducer.sender import COUNTERS
+    p = Producer(bootstrap_servers=f"127.0.0.1:{free_port()}")   # nobody listens
+    try:
+        m = p.metrics()
+        assert all(type(m[k]) is int and m[k] >= 0 for k in COUNTERS), m
+        assert m["records_acked"] == m["records_failed"] == m["requests"] == 0
+        assert m["buffer_available_bytes"] == m["buffer_total_bytes"] > 0
+    finally:
+        p.close(timeout=0)
