@@ -53,6 +53,7 @@ class Heartbeat:
         self.worst = 0.0
         self.worst_own = 0.0
         self.longest_gc = 0.0           # printed beside the stall: was a collection it?
+        self.worst_cpu = 0.0            # the loop thread's CPU time in the worst beat
         self._gc_began = None
         self._task = None
         self._waited = runqueue_clock()
@@ -72,8 +73,12 @@ class Heartbeat:
         q0 = waited()
         while True:
             t0 = time.perf_counter()
+            c0 = time.thread_time()
             await asyncio.sleep(0.001)
             late = time.perf_counter() - t0 - 0.001
+            if late > self.worst:
+                # Was the loop's thread running (its own code) or blocked (the GIL, a lock)?
+                self.worst_cpu = time.thread_time() - c0
             q1 = waited()                   # (the last beat's end is this one's start)
             self.worst = max(self.worst, late)
             self.worst_own = max(self.worst_own, late - (q1 - q0))
@@ -86,7 +91,8 @@ class Heartbeat:
     def check(self, label: str) -> None:
         print(f"{label}: longest loop stall {self.worst * 1000:.1f} ms, "
               f"{self.worst_own * 1000:.1f} ms of it not waiting for a CPU; "
-              f"longest garbage collection {self.longest_gc * 1000:.1f} ms")
+              f"longest garbage collection {self.longest_gc * 1000:.1f} ms; the loop's thread "
+              f"ran {self.worst_cpu * 1000:.1f} ms of the worst beat")
         assert self.worst < 0.5, f"the event loop stalled {self.worst * 1000:.1f} ms"
         assert self.worst_own < OWN_STALL_LIMIT_S, (
             f"the event loop stalled {self.worst_own * 1000:.1f} ms (besides waiting for a CPU)")
