@@ -75,9 +75,10 @@ def percentiles(samples_ns: list[int]) -> dict:
             "histogram": {"edges_ms": edges, "counts": counts}}
 
 
-def clients_for(loop: str) -> tuple:
-    """The clients of a row: ``kproducer send() + poll()`` in the compute loop only."""
-    return CLIENTS if loop == "compute" else (KPRODUCER, CONFLUENT)
+def clients_for(loop: str, names=CLIENTS) -> list:
+    """Those of ``names`` that run a row of ``loop``: ``kproducer send() + poll()`` in the
+    compute loop only."""
+    return [c for c in names if loop == "compute" or c != KPRODUCER_POLL]
 
 
 def _due(loop: str, start: int, i: int, interval: int, burst: int) -> int:

@@ -254,7 +254,7 @@ def latency_runs(cluster: Cluster, names: list[str], seconds: float, repeat: int
     turn = 0
     for rate, loop in latency.PLAN:
         for rep in range(repeat):
-            row_clients = [c for c in names if c in latency.clients_for(loop)]
+            row_clients = latency.clients_for(loop, names)
             order = row_clients if turn % 2 == 0 else list(reversed(row_clients))
             turn += 1
             for client in order:
@@ -435,9 +435,8 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
         if scenarios.ASYNCIO in names and not installed(aio.DISTRIBUTION[c]):
             skipped[f"{scenarios.ASYNCIO} / {c}"] = f"{aio.DISTRIBUTION[c]} not installed"
     total = (len(plan) * args.repeat + spark_on + (scenarios.MICRO in names)
-             + latency_on * args.repeat * sum(
-                 len([c for c in latency_clients if c in latency.clients_for(loop)])
-                 for _, loop in latency.PLAN)
+             + latency_on * args.repeat * sum(len(latency.clients_for(loop, latency_clients))
+                                              for _, loop in latency.PLAN)
              + (len(aio_clients) + 1) * args.repeat * bool(aio_clients))
     progress = Progress(total)
     cluster = Cluster(args.bootstrap_servers, args.partitions)

@@ -50,7 +50,8 @@ struct kp_turn {
     int loop_fd;            /* eventfd written as pending rises while loops are attached, -1 */
     int loops;              /* event loops attached (kp_turn_attach_loop) */
     int loop_grace_ms;      /* how long the I/O thread leaves a wanted step to them */
-    long slack_ns;          /* the watcher's timer slack as the kernel reports it, 0: not yet */
+    long slack_ns;          /* the watcher's timer slack as the kernel reports it, 0: not yet
+                             * (written once by the watcher, read with atomics) */
 };
 
 int64_t kp_turn_now_ms(void)
@@ -119,8 +120,8 @@ static void *watch(void *arg)
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     long slack = (long)prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);
 
+    __atomic_store_n(&t->slack_ns, slack, __ATOMIC_RELAXED);
     pthread_mutex_lock(&t->mu);
-    t->slack_ns = slack;
     for (;;) {
         while (t->pending && t->handed == t->raised && !t->stop)
             pthread_cond_wait(&t->cv, &t->mu);
@@ -557,12 +558,9 @@ uint64_t kp_turn_asleep_steps(const kp_turn *t)
     return __atomic_load_n(&t->asleep_steps, __ATOMIC_RELAXED);
 }
 
-long kp_turn_watcher_slack_ns(kp_turn *t)
+long kp_turn_watcher_slack_ns(const kp_turn *t)
 {
-    pthread_mutex_lock(&t->mu);
-    long ns = t->slack_ns;
-    pthread_mutex_unlock(&t->mu);
-    return ns;
+    return __atomic_load_n(&t->slack_ns, __ATOMIC_RELAXED);
 }
 
 uint64_t kp_turn_raised(const kp_turn *t)

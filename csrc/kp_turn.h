@@ -112,7 +112,7 @@ int64_t kp_turn_wall_to_mono_us(int64_t wall_ms);
 /* The watcher's timer slack in ns, as prctl(PR_GET_TIMERSLACK) reports it on that thread
  * (0: the watcher has not started yet; -1: unknown). It asks for 1 ns: the default 50 µs let
  * ppoll(2) wake it 50-100 µs after each deadline (a batch's linger.ms), measured here. */
-long kp_turn_watcher_slack_ns(kp_turn *t);
+long kp_turn_watcher_slack_ns(const kp_turn *t);
 
 /* Counters for tests and metrics: times the watcher raised pending; graces that
  * kp_turn_wait_io cut short because the sending thread was asleep. */

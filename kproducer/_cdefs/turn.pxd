@@ -23,7 +23,7 @@ cdef extern from "kp_turn.h" nogil:
     int64_t kp_turn_now_ms()
     int64_t kp_turn_now_us()
     int64_t kp_turn_wall_to_mono_us(int64_t wall_ms)
-    long kp_turn_watcher_slack_ns(kp_turn *t)
+    long kp_turn_watcher_slack_ns(const kp_turn *t)
     uint64_t kp_turn_raised(const kp_turn *t)
     uint64_t kp_turn_asleep_steps(const kp_turn *t)
     int64_t kp_turn_raised_at_us(const kp_turn *t)
