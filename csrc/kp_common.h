@@ -54,6 +54,9 @@ typedef enum kp_status {
     KP_ERR_EOF = 15,           /* the peer closed the connection */
     KP_ERR_FULL = 16,          /* a fixed-capacity (caller-owned) buffer has no room left */
     KP_ERR_TLS = 17,           /* TLS setup, handshake, certificate check or record layer failed */
+    /* protocol readers (kp_produce) */
+    KP_ERR_NULL = 18,          /* a null (-1) length or count where the field is not nullable */
+    KP_ERR_UTF8 = 19,          /* a string field is not valid UTF-8 */
 } kp_status;
 
 /* Where a reader stopped: filled on failure, untouched on success. */

@@ -33,6 +33,17 @@ def encode_batch(records: Sequence[Any], *, compression: str = ..., compression_
 def decode_batch(data: _Buffer) -> DecodedBatch: ...
 def frame(payload: _Buffer) -> bytes: ...
 
+PRODUCE_MIN_VERSION: int
+PRODUCE_MAX_VERSION: int
+PRODUCE_FIRST_FLEXIBLE_VERSION: int
+
+def encode_produce_request(version: int, correlation_id: int, client_id: Optional[str], acks: int,
+                           timeout_ms: int,
+                           topics: Sequence[Tuple[str, Sequence[Tuple[int, Optional[_Buffer]]]]],
+                           transactional_id: Optional[str] = ...) -> bytes: ...
+def decode_produce_response(
+        version: int, payload: _Buffer) -> Tuple[int, list[Tuple[str, int, int, int, int, Optional[str]]]]: ...
+
 @disjoint_base
 class FrameReceiver:
     """Splits a byte stream into size-prefixed frames."""

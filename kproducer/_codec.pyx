@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Compiled codec core: bindings over csrc/ (varint, CRC-32C, murmur2,
-record batch v2, framing). The public face is :mod:`kproducer.codec`.
+record batch v2, framing, the Produce request and response). The public face is :mod:`kproducer.codec`.
 
 Status codes from C become exceptions in exactly one place, ``kp_exception`` (raised by
 ``raise_kp_error``), for the codec, the accumulator and the network selector alike; the
@@ -15,7 +15,7 @@ from cpython.ref cimport PyObject
 from cpython.long cimport PyLong_CheckExact
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, INT16_MIN, INT16_MAX, INT32_MIN, INT32_MAX
 from libc.stdint cimport INT64_MIN as INT64_MIN_, INT64_MAX as INT64_MAX_
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
 from kproducer._cdefs.common cimport *
@@ -25,6 +25,7 @@ from kproducer._cdefs.murmur2 cimport *
 from kproducer._cdefs.buf cimport *
 from kproducer._cdefs.batch cimport *
 from kproducer._cdefs.frame cimport *
+from kproducer._cdefs.produce cimport *
 
 
 import errno as _errno
@@ -129,7 +130,11 @@ cdef object kp_exception(kp_status st, const kp_error *err, str what, type exc=N
     elif st == KP_ERR_FRAME_SIZE:
         msg = f"invalid frame Size {value} at byte {offset}"
     elif st == KP_ERR_TRAILING:
-        msg = f"unexpected bytes after {field} at byte {offset}"
+        msg = f"unexpected trailing bytes after {field} at byte {offset}"
+    elif st == KP_ERR_NULL:
+        msg = f"null {field} at byte {offset} (the field is not nullable)"
+    elif st == KP_ERR_UTF8:
+        msg = f"invalid UTF-8 in {field} at byte {offset}"
     else:
         msg = f"error code {<int>st}"
         if conn_id is not None:
@@ -842,3 +847,6 @@ cdef class FrameReceiver:
         finally:
             PyBuffer_Release(&view)
         return frames
+
+
+include "_codec_parts/produce.pxi"

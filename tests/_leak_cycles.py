@@ -1,6 +1,7 @@
 """Allocation cycles for leak checks: producer create/send/close against a real broker, and
 the codec's success and error paths (a batch abandoned mid-encode, a corrupt batch, a
-frame receiver dropped with a partial frame or after a bad size).
+frame receiver dropped with a partial frame or after a bad size, Produce requests and
+responses).
 
 Run as a script under the sanitizer build with LeakSanitizer on (tests/test_build.py):
 any C buffer or Python object lost by kproducer's compiled code is reported at exit.
@@ -10,10 +11,13 @@ any C buffer or Python object lost by kproducer's compiled code is reported at e
 from __future__ import annotations
 
 import gc
+import struct
 import sys
 
 from kproducer import Producer, codec
-from kproducer.errors import CorruptRecordError, FrameError, RecordTooLargeError
+from kproducer.errors import (CorruptRecordError, FrameError, ProtocolDecodeError, ProtocolError,
+                              RecordTooLargeError)
+from kproducer.protocol import produce
 
 TOPIC = "leak"
 
@@ -46,6 +50,24 @@ def codec_cycles(n: int) -> None:
             rx.feed(codec.frame(b"c" * 100))
         except FrameError:
             pass
+        produce_cycle(good)
+
+
+def produce_cycle(batch: bytes) -> None:
+    """The Produce codec: a request, one refused after its first buffers were taken, a
+    response of 40 partitions (its results on the heap) and the same cut short."""
+    produce.encode_produce_request(9, 1, "c", -1, 100, [("t", [(0, batch), (1, bytearray(batch))])])
+    try:
+        produce.encode_produce_request(9, 1, "c", -1, 100, [("t", [(0, batch), (1, "not bytes")])])
+    except ProtocolError:
+        pass
+    parts = b"".join(struct.pack(">ihqqq", i, 0, i, -1, 0) + b"\x01\x00\x00" for i in range(40))
+    payload = b"\x00\x00\x00\x01\x00\x02\x02t" + bytes([41]) + parts + b"\x00" + b"\x00" * 5
+    assert len(produce.decode_produce_response(9, payload)[1]) == 40
+    try:
+        produce.decode_produce_response(9, payload[:-9])
+    except ProtocolDecodeError:
+        pass
 
 
 def producer_cycles(bootstrap: str, n: int) -> None:

@@ -86,6 +86,8 @@ def test_sanitizer_build_runs_codec_tests_clean(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
          "tests/test_codec.py", "tests/test_differential.py", "tests/test_selector.py",
+         # The Produce request and response codec against the generic one and the broker.
+         "tests/test_produce_fast.py",
          # TLS inside the selector (OpenSSL's buffers, the handshake in poll, 4 MiB frames).
          "tests/test_selector_tls.py",
          # The accumulator and send_many (raw pointers into NumPy/Arrow buffers, batches
@@ -104,7 +106,8 @@ def test_sanitizer_build_runs_codec_tests_clean(tmp_path):
     # Only a replay: gcc's libasan provides the coverage symbols atheris needs, so fuzzing
     # proper runs on the plain build (tests/test_fuzz.py).
     for target, corpus in (("decode_batch", "decode_batch"), ("batch_differential", "decode_batch"),
-                           ("frame_receiver", "frame_receiver"), ("varint", "varint")):
+                           ("frame_receiver", "frame_receiver"), ("varint", "varint"),
+                           ("produce_response", "produce_response")):
         seeds = sorted(str(p) for p in (src / "tests/fuzz/corpus" / corpus).iterdir())
         replay = subprocess.run([sys.executable, f"tests/fuzz/fuzz_{target}.py", *seeds],
                                 cwd=src, env=dict(env, KPRODUCER_FUZZ_ROOT=str(src)),
@@ -122,9 +125,10 @@ def test_sanitizer_build_runs_codec_tests_clean(tmp_path):
 
 
 @pytest.mark.parametrize("flags", [[], SANITIZE], ids=["plain", "asan-ubsan"])
-def test_c_unit_tests(tmp_path, flags):
-    exe = tmp_path / "test_crc32c"
+@pytest.mark.parametrize("unit", ["crc32c", "produce"])
+def test_c_unit_tests(tmp_path, flags, unit):
+    exe = tmp_path / f"test_{unit}"
     _run(["gcc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", *flags, f"-I{ROOT / 'csrc'}",
-          str(ROOT / "csrc/kp_crc32c.c"), str(ROOT / "csrc/tests/test_crc32c.c"), "-pthread", "-o", str(exe)])
+          str(ROOT / f"csrc/kp_{unit}.c"), str(ROOT / f"csrc/tests/test_{unit}.c"), "-pthread", "-o", str(exe)])
     out = _run([str(exe)]).stdout
-    assert "0 failures" in out
+    assert " 0 failures" in out and f"test_{unit}:" in out

@@ -22,6 +22,8 @@ cdef extern from "kp_common.h" nogil:
         KP_ERR_EOF
         KP_ERR_FULL
         KP_ERR_TLS
+        KP_ERR_NULL
+        KP_ERR_UTF8
 
     ctypedef struct kp_error:
         const char *field
