@@ -11,9 +11,10 @@
  *
  * close(id) goes to FREE from any state without an event.
  *
- * Interest: EPOLLOUT while connecting or while a send is staged, EPOLLIN on
- * every connected socket. Level-triggered, so whatever a poll leaves unread
- * or unwritten is reported again by the next epoll_wait.
+ * Interest: EPOLLOUT while connecting or while a staged send waits for room
+ * (a plaintext send is first written by the poll after it is staged, and most
+ * never wait), EPOLLIN on every connected socket. Level-triggered, so whatever
+ * a poll leaves unread or unwritten is reported again by the next epoll_wait.
  *
  * TLS (a connection with an SSL object, see kp_tls.h) adds one step: once
  * SO_ERROR says the TCP connect succeeded the connection stays CONNECTING
@@ -814,12 +815,18 @@ kp_status kp_selector_poll(kp_selector *s, int timeout_ms, const kp_sel_results 
     *out = &s->res;
     if (timeout_ms < 0) timeout_ms = -1;
 
-    /* Interest changed by send() since the last poll. */
+    /* Sends staged since the last poll. A plaintext one is written at once: the socket
+     * takes a whole request as a rule, and then EPOLLOUT is never registered and removed
+     * again (two epoll_ctl calls per request), nor does the epoll descriptor turn readable
+     * for the Sender's watcher, which sleeps on it (kp_turn.c) and would wake for nothing.
+     * What the socket does not take waits for EPOLLOUT as before; TLS always does. */
     for (int32_t i = 0; i < s->n_dirty; i++) {
         int32_t id = s->dirty[i];
         kp_conn *c = &s->conns[id];
         c->dirty = 0;
-        if (c->state == KP_SEL_CONNECTED) (void)conn_update_interest(s, id, c);
+        if (c->state != KP_SEL_CONNECTED) continue;
+        if (c->ssl == NULL && c->tx.len > c->tx_off && conn_write(s, id, c) < 0) continue;
+        (void)conn_update_interest(s, id, c);
     }
     s->n_dirty = 0;
 
@@ -839,7 +846,7 @@ kp_status kp_selector_poll(kp_selector *s, int timeout_ms, const kp_sel_results 
                 (void)conn_set_connected(s, id, c);
         }
     }
-    if (s->res.n_connected || s->res.n_disconnected) timeout_ms = 0;
+    if (s->res.n_connected || s->res.n_disconnected || s->res.n_sent) timeout_ms = 0;
 
     int n = poller_wait(&s->poller, timeout_ms);
     if (n < 0) {

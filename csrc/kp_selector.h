@@ -46,8 +46,10 @@
  *   concatenated frames are allowed), or a bare payload to
  *   kp_selector_send_frame, which writes the prefix itself. A send may be
  *   staged while the connection is still connecting; it is written once the
- *   connect completes. A send is reported "sent" when its last byte has been
- *   accepted by the kernel. A close or disconnect discards a staged send.
+ *   connect completes. The next poll writes a plaintext send before it waits
+ *   for events (EPOLLOUT only for what the socket does not take then). A send
+ *   is reported "sent" when its last byte has been accepted by the kernel; a
+ *   poll that reports one does not block. A close or disconnect discards a staged send.
  * - Receives: every complete frame body (size prefix stripped) becomes one
  *   kp_sel_receive; one read may complete several. Frames completed before a
  *   connection fails in the same poll are still reported. A negative size or

@@ -14,6 +14,8 @@ import hashlib
 import os
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 
@@ -620,3 +622,77 @@ def test_close_while_connecting_reports_nothing(sel):
 def test_error_messages_name_the_errno():
     exc = NetworkError("x", conn_id=3, errno=errno.ECONNREFUSED)
     assert exc.conn_id == 3 and exc.errno == errno.ECONNREFUSED
+
+
+# ---- system calls per request -----------------------------------------------------------------
+
+_EPOLL_CTL_COUNTER = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <sys/epoll.h>
+/* Counts this process's epoll_ctl calls (LD_PRELOAD), for the test to read with ctypes. */
+static long calls;
+long kp_test_epoll_ctl_calls(void) { return calls; }
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+    static int (*real)(int, int, int, struct epoll_event *);
+    if (!real) real = (int (*)(int, int, int, struct epoll_event *))dlsym(RTLD_NEXT, "epoll_ctl");
+    __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+    return real(epfd, op, fd, ev);
+}
+"""
+
+_ROUND_TRIPS = r"""
+import ctypes, socket, sys, threading
+from kproducer._net import Selector
+from kproducer.codec import frame
+N = int(sys.argv[1])
+srv = socket.create_server(("127.0.0.1", 0))
+def echo():
+    conn, _ = srv.accept()
+    with conn:
+        f = conn.makefile("rb")
+        for _ in range(N):
+            head = f.read(4)
+            conn.sendall(head + f.read(int.from_bytes(head, "big")))
+threading.Thread(target=echo, daemon=True).start()
+calls = ctypes.CDLL(None).kp_test_epoll_ctl_calls
+sel = Selector(max_connections=4)
+sel.connect(0, "127.0.0.1", srv.getsockname()[1])
+while 0 not in sel.poll(1000).connected:
+    pass
+before = calls()
+first_poll_sent = 0
+for i in range(N):
+    sel.send(0, frame(b"%06d" % i * 2000))
+    sent, received = [], []
+    r = sel.poll(0)
+    first_poll_sent += 0 in r.sent
+    while True:
+        sent += r.sent
+        received += r.received
+        if sent and received:
+            break
+        r = sel.poll(5000)
+    assert received == [(0, b"%06d" % i * 2000)], received
+print(calls() - before, first_poll_sent)
+"""
+
+
+def test_a_send_the_socket_takes_is_written_without_registering_for_writability(tmp_path):
+    """Each request is written by the first poll after it is staged, without EPOLLOUT
+    registered and removed again around it (two epoll_ctl calls per request before; and
+    the epoll descriptor turned readable for the Sender's watcher asleep on it)."""
+    lib = tmp_path / "count_epoll_ctl.so"
+    (tmp_path / "count.c").write_text(_EPOLL_CTL_COUNTER)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(tmp_path / "count.c"), "-ldl"],
+                   check=True, capture_output=True)
+    script = tmp_path / "round_trips.py"
+    script.write_text(_ROUND_TRIPS)
+    env = dict(os.environ, LD_PRELOAD=str(lib))
+    out = subprocess.run([sys.executable, str(script), "200"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    ctl_calls, first_poll_sent = map(int, out.stdout.split())
+    assert first_poll_sent == 200          # each 12 KB request went out in the poll after it
+    assert ctl_calls == 0, f"{ctl_calls} epoll_ctl calls for 200 requests"
