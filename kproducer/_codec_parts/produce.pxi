@@ -139,9 +139,10 @@ def encode_produce_request(version, correlation_id, client_id, acks, timeout_ms,
         if st != KP_OK:
             raise_kp_error(st, NULL, f"ProduceRequest v{version}", ProtocolError)
         frame = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>size)
+        # With the GIL: microseconds of copying, where a release could hand the GIL to a
+        # waiting thread and leave this one (a step) to queue for it again.
         out = <uint8_t *>PyBytes_AS_STRING(frame)
-        with nogil:
-            st = kp_produce_request_write(&req, out, size, &written)
+        st = kp_produce_request_write(&req, out, size, &written)
         if st != KP_OK:
             raise_kp_error(st, NULL, f"ProduceRequest v{version}", ProtocolError)
         return frame
@@ -179,9 +180,8 @@ def decode_produce_response(version, payload):
             res = <kp_produce_result *>malloc(cap * sizeof(kp_produce_result))
             if res == NULL:
                 raise MemoryError(f"ProduceResponse v{ver}: out of memory")
-        with nogil:
-            st = kp_produce_response_read(<const uint8_t *>view.buf, <size_t>view.len, ver,
-                                          &correlation_id, res, cap, &n, &err)
+        st = kp_produce_response_read(<const uint8_t *>view.buf, <size_t>view.len, ver,
+                                      &correlation_id, res, cap, &n, &err)
         if st != KP_OK:
             raise_kp_error(st, &err, f"ProduceResponse v{ver}", ProtocolDecodeError)
         p = <const char *>view.buf

@@ -26,6 +26,7 @@ always v0 so a client can read them before it knows what the broker speaks.
 
 from __future__ import annotations
 
+import struct
 from typing import Any, Dict, Optional, Tuple, Type
 
 from ..errors import ProtocolError, UnsupportedVersionError
@@ -107,9 +108,14 @@ def read_response_header(api_key: int, version: int, reader: Reader) -> int:
     return correlation_id
 
 
+_unpack_cid = struct.Struct(">i").unpack_from
+
+
 def peek_correlation_id(payload) -> int:
     """Correlation id of a response payload (its first 4 bytes, in every header version)."""
-    return Reader(payload).int32("ResponseHeader.CorrelationId")
+    if len(payload) >= 4:       # every response read: one call, no Reader
+        return _unpack_cid(payload)[0]
+    return Reader(payload).int32("ResponseHeader.CorrelationId")   # raises, naming the field
 
 
 def decode_response(api_key: int, version: int, payload, *, strict: bool = True):
