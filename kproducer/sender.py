@@ -8,7 +8,9 @@ Compiled, without the GIL:
   - the watcher (csrc/kp_turn.c, :class:`SenderTurn`): a plain C thread asleep in poll(2) on
     the selector's epoll descriptor and on the next deadline (a batch's linger.ms, a retry
     backoff, a request timeout); it raises ``turn.pending`` when a step is wanted;
-  - batches (csrc/kp_batch.c, the accumulator): records appended, compressed, CRC'd.
+  - batches (csrc/kp_batch.c, the accumulator): records appended, compressed, CRC'd;
+  - the Produce request and response (csrc/kp_produce.c): encoded and decoded in C, no
+    Python objects but the results (called by the step, which holds the GIL).
 Python, one *step* at a time under the step lock (:meth:`_step`): ready -> drain -> one
 Produce request per broker -> ``poll(0)``, which writes, reads and completes batches (one
 settlement per batch, its callbacks) -- and the policy: retries, splits, metadata,
