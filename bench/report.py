@@ -86,6 +86,13 @@ def _scenario_ratios(out: list, by: dict, scenario: str, targets: dict, what: st
         _cost_side_by_side(out, r, ref, scenario)
 
 
+def _broker_cpu(r: dict) -> str:
+    """The broker's CPU per record of a run. /proc counts it in clock ticks (10 ms): a short
+    run (``--quick``) may see none, which is not a broker that cost nothing."""
+    value = r["broker_cpu_us_per_record"]
+    return f"{value:.2f} µs" if value > 0 else "under one clock tick"
+
+
 def _cost_side_by_side(out: list, r: dict, ref: dict, scenario: str) -> None:
     """The costs beside a throughput ratio: the broker shares this machine, so its CPU bounds
     the records/s of every client; the client's own CPU per record is what the producer
@@ -95,9 +102,8 @@ def _cost_side_by_side(out: list, r: dict, ref: dict, scenario: str) -> None:
     if not mine or not theirs:
         return
     broker = ""
-    if r.get("broker_cpu_us_per_record") and ref.get("broker_cpu_us_per_record"):
-        broker = (f"; broker CPU per record {r['broker_cpu_us_per_record']:.2f} µs vs "
-                  f"{ref['broker_cpu_us_per_record']:.2f} µs")
+    if r.get("broker_cpu_us_per_record") is not None and ref.get("broker_cpu_us_per_record") is not None:
+        broker = (f"; broker CPU per record {_broker_cpu(r)} vs {_broker_cpu(ref)}")
     out.append({"label": f"{ref['client']} CPU per record / {r['client']} CPU per record",
                 "value": theirs / mine, "target": None, "met": None,
                 "detail": f"{theirs:.2f} µs vs {mine:.2f} µs ({scenario} scenario){broker}"})
