@@ -11,26 +11,11 @@
  * misaligned offsets 0..7, and that incremental updates equal one-shot.
  */
 #include "kp_crc32c.h"
+#include "kp_test.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-static long checks;
-
-#define CHECK(cond, ...)                                     \
-    do {                                                     \
-        checks++;                                            \
-        if (!(cond)) {                                       \
-            if (failures < 20) {                             \
-                fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-                fprintf(stderr, __VA_ARGS__);                \
-                fputc('\n', stderr);                         \
-            }                                                \
-            failures++;                                      \
-        }                                                    \
-    } while (0)
 
 /* Bit-at-a-time reference: independent of every table in the library. */
 static uint32_t ref_crc32c(uint32_t crc, const uint8_t *p, size_t len)
@@ -42,16 +27,6 @@ static uint32_t ref_crc32c(uint32_t crc, const uint8_t *p, size_t len)
             crc = (crc & 1) ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
     }
     return ~crc;
-}
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint8_t rnd8(void)
-{
-    /* xorshift64* */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (uint8_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 56);
 }
 
 typedef uint32_t (*crc_fn)(uint32_t, const uint8_t *, size_t);

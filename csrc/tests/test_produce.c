@@ -14,26 +14,11 @@
  * when they decode, give results that lie inside it.
  */
 #include "kp_produce.h"
+#include "kp_test.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-static long checks;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        checks++;                                                          \
-        if (!(cond)) {                                                     \
-            if (failures < 20) {                                           \
-                fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);       \
-                fprintf(stderr, __VA_ARGS__);                              \
-                fputc('\n', stderr);                                       \
-            }                                                              \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
 
 static size_t unhex(const char *s, uint8_t *out)
 {
@@ -167,15 +152,6 @@ static void test_utf8(void)
         CHECK(kp_utf8_valid((const uint8_t *)cases[i].s, cases[i].n) == cases[i].ok, "utf8 case %zu", i);
 }
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
-}
-
 static void test_mutations(void)
 {
     uint8_t base[256];
@@ -187,13 +163,13 @@ static void test_mutations(void)
         size_t len = base_len;
         uint8_t *p = malloc(len + 8);
         memcpy(p, base, len);
-        int edits = 1 + (int)(rnd() % 4);
+        int edits = 1 + (int)(rnd32() % 4);
         for (int e = 0; e < edits; e++) {
-            size_t i = rnd() % len;
-            switch (rnd() % 3) {
-            case 0: p[i] = (uint8_t)rnd(); break;
+            size_t i = rnd32() % len;
+            switch (rnd32() % 3) {
+            case 0: p[i] = (uint8_t)rnd32(); break;
             case 1: len = i ? i : 1; break;                     /* truncate */
-            default: memmove(p + i + 1, p + i, len - i); p[i] = (uint8_t)rnd(); len++; break;
+            default: memmove(p + i + 1, p + i, len - i); p[i] = (uint8_t)rnd32(); len++; break;
             }
         }
         uint8_t *exact = malloc(len);
@@ -203,7 +179,7 @@ static void test_mutations(void)
         size_t n = 0;
         int32_t cid;
         kp_error err = {0};
-        int version = versions[rnd() % 4];
+        int version = versions[rnd32() % 4];
         kp_status st = kp_produce_response_read(exact, len, version, &cid, res, len / KP_PRODUCE_MIN_PARTITION_BYTES + 1, &n, &err);
         if (st == KP_OK) {
             for (size_t i = 0; i < n; i++) {
