@@ -658,7 +658,7 @@ def echo():
 threading.Thread(target=echo, daemon=True).start()
 calls = ctypes.CDLL(None).kp_test_epoll_ctl_calls
 sel = Selector(max_connections=4)
-sel.connect(0, "127.0.0.1", srv.getsockname()[1])
+sel.connect(0, "127.0.0.1", srv.getsockname()[1], 1 << 20)   # room for a request, whatever the default
 while 0 not in sel.poll(1000).connected:
     pass
 before = calls()
