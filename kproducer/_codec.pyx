@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled codec core: bindings over csrc/ (varint, CRC-32C, murmur2,
-record batch v2, framing, the Produce request and response). The public face is :mod:`kproducer.codec`.
+"""Compiled codec core: bindings over csrc/ (varint, CRC-32C, murmur2, record batch v2,
+framing, the Produce request and response). The public face is :mod:`kproducer.codec`
+(:mod:`kproducer.protocol.produce` for the Produce pair).
 
 Status codes from C become exceptions in exactly one place, ``kp_exception`` (raised by
 ``raise_kp_error``), for the codec, the accumulator and the network selector alike; the
