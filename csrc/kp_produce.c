@@ -87,7 +87,6 @@ kp_status kp_produce_request_size(const kp_produce_request *r, size_t *size)
         }
         if (n > INT32_MAX) return KP_ERR_OVERFLOW;
     }
-    if (n > INT32_MAX) return KP_ERR_OVERFLOW;
     *size = (size_t)n + 4;
     return KP_OK;
 }

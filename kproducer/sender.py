@@ -19,11 +19,11 @@ idempotence and sequence resets, transactions.
 Whose turn: a step runs on whichever thread gets there first with the GIL. ``send()``,
 ``send_many()`` and ``Producer.poll()`` (which hold the GIL already) check ``turn.pending`` --
 one load -- and run the step themselves, so acknowledgements never wait for the I/O thread to
-get the GIL from a busy application (the interpreter's 5 ms switch interval). The I/O thread sleeps without
-the GIL until the watcher hands it a step that no sending thread ran within its grace (so a
-step the application runs wakes no Python thread), and only ever *tries* the step lock: a
-thread that held it while waiting for the GIL would stop every other thread from stepping
-for a switch interval.
+get the GIL from a busy application (the interpreter's 5 ms switch interval). The I/O thread
+sleeps without the GIL until the watcher hands it a step that no sending thread ran within its
+grace (so a step the application runs wakes no Python thread), and only ever *tries* the step
+lock: a thread that held it while waiting for the GIL would stop every other thread from
+stepping for a switch interval.
 
 One step: refresh metadata when due, obtain a producer id when idempotent, then
 ``ready`` -> ``drain`` -> one Produce request per broker -> ``poll(0)``. Responses
