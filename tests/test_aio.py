@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import gc
 import sys
 import threading
@@ -41,6 +42,21 @@ def run(kind: str, coro):
 # (before the loop turn's slice, kproducer.aio) stalled it 40-90 ms here; the Sender's steps
 # (0.1-3 ms each) and the slice (2 ms) leave 5-15 ms.
 OWN_STALL_LIMIT_S = 0.030
+
+
+@contextlib.contextmanager
+def frozen_heap():
+    """What the process holds already (the test's own data; in a whole-suite run, what two
+    thousand tests before it left) out of the garbage collector's sight while a loop's stalls
+    are measured: a full collection walks all of it, 96 ms in one CI run (the heartbeat's
+    printout: the loop's thread ran the whole beat, in a collection). A stall of the
+    application's making, not the producer's."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 class Heartbeat:
@@ -104,8 +120,7 @@ def test_a_million_awaited_sends_are_read_back_and_the_loop_keeps_running(broker
     n, tasks = 1_000_000, 8
     values = make_values(n, 100)
     # The test's own 1,000,000 values would make each full garbage collection walk them
-    # (tens of ms: a stall of the application's making, not the producer's).
-    gc.freeze()
+    # (tens of ms: a stall of the application's making, not the producer's): frozen_heap.
     topic = f"aio-{kind}"        # not created: the first sends wait for its metadata
 
     async def main():
@@ -137,10 +152,8 @@ def test_a_million_awaited_sends_are_read_back_and_the_loop_keeps_running(broker
         beat.stop()
         return beat, waits
 
-    try:
+    with frozen_heap():
         beat, metrics = run(kind, main())
-    finally:
-        gc.unfreeze()
     assert metrics["records_acked"] == n and metrics.get("records_failed", 0) == 0
     check = check_topic(broker.bootstrap, topic, n, warmups=0, timeout=300)
     assert check["ok"], check["error"]
@@ -177,7 +190,8 @@ def test_waits_do_not_stall_the_loop(proxied_broker, kind):
             proxy.delay(0)
             return beat, elapsed, executor.submitted
 
-    beat, elapsed, submitted = run(kind, main())
+    with frozen_heap():
+        beat, elapsed, submitted = run(kind, main())
     assert elapsed >= 2.0, elapsed          # it did wait: metadata, then memory, a second each
     # Both waits were awaited on the loop itself: no thread was asked to wait for them.
     assert submitted == 0, f"{submitted} calls went to the loop's executor"
