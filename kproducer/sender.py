@@ -304,7 +304,7 @@ class Sender:
         self.metadata.fatal_error(exc)
         leader_of = self._leader_of_fn()
         while True:
-            drained = self.acc.drain(leader_of, {node}, 1 << 62, wall).get(node)
+            drained = self.acc.drain(leader_of, {node}, 1 << 62, wall, lingering=True).get(node)
             if not drained:
                 return
             for b in drained:

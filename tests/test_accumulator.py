@@ -46,6 +46,37 @@ def test_drain_rotates_across_partitions_when_requests_fill():
     assert sorted(first) == [0, 1, 2, 3], first
 
 
+def test_each_partition_lingers_on_its_own_clock():
+    # A node that is ready for one partition's full batch does not take the others' batches
+    # along before their own linger.ms (librdkafka's rule, not Java's riders); ready() still
+    # names the soonest of their waits, so the step that leaves them wakes for them.
+    acc = _acc()
+    now = wall_clock_ms()
+    acc.append("t", 0, None, b"v", None, None, None)             # lingering
+    for _ in range(20):                                          # partition 1 past batch.size
+        acc.append("t", 1, None, b"x" * 100, None, None, None)
+    nodes, delay, _ = acc.ready(leader, now)
+    assert nodes == {7} and 0 < delay <= 50
+    taken = []
+    while drained := acc.drain(leader, {7}, 1 << 20, now):       # partition 1's batches, one
+        taken += [b.partition for b in drained[7]]               # per request
+    assert set(taken) == {1} and len(taken) >= 2                 # partition 0 still lingers
+    nodes, delay, _ = acc.ready(leader, now)
+    assert nodes == set() and 0 < delay <= 50
+    later = acc.drain(leader, {7}, 1 << 20, now + 60)[7]              # both lingered: both go,
+    assert sorted(b.partition for b in later) == [0, 1]                # partition 1's last too
+
+
+def test_drain_lingering_takes_every_partition():
+    acc = _acc()
+    now = wall_clock_ms()
+    for p in range(4):
+        acc.append("t", p, None, b"v", None, None, None)
+    assert acc.drain(leader, {7}, 1 << 20, now) == {}
+    taken = acc.drain(leader, {7}, 1 << 20, now, lingering=True)[7]
+    assert sorted(b.partition for b in taken) == [0, 1, 2, 3]
+
+
 def test_pool_is_a_hard_bound():
     acc = _acc(buffer_memory=3000)
     results = [acc.append("t", 0, None, b"x" * 900, None, None, None) for _ in range(10)]
