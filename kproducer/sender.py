@@ -11,10 +11,10 @@ Compiled, without the GIL:
   - batches (csrc/kp_batch.c, the accumulator): records appended, compressed, CRC'd;
   - the Produce request and response (csrc/kp_produce.c): encoded and decoded in C, no
     Python objects but the results (called by the step, which holds the GIL).
-Python, one *step* at a time under the step lock (:meth:`_step`): ready -> drain -> one
-Produce request per broker -> ``poll(0)``, which writes, reads and completes batches (one
-settlement per batch, its callbacks) -- and the policy: retries, splits, metadata,
-idempotence and sequence resets, transactions.
+Python, one *step* at a time under the step lock (:meth:`_step`): ``poll(0)``, which reads
+and completes batches (one settlement per batch, its callbacks) -> ready -> drain -> one
+Produce request per broker -> ``poll(0)``, which writes them -- and the policy: retries,
+splits, metadata, idempotence and sequence resets, transactions.
 
 Whose turn: a step runs on whichever thread gets there first with the GIL. ``send()``,
 ``send_many()`` and ``Producer.poll()`` (which hold the GIL already) check ``turn.pending`` --
@@ -25,11 +25,11 @@ grace (so a step the application runs wakes no Python thread), and only ever *tr
 lock: a thread that held it while waiting for the GIL would stop every other thread from
 stepping for a switch interval.
 
-One step: refresh metadata when due, obtain a producer id when idempotent, then
-``ready`` -> ``drain`` -> one Produce request per broker -> ``poll(0)``. Responses
-complete batches, retry them (back to the head of their partition's queue, in
-sequence order, after a backoff), split them (MESSAGE_TOO_LARGE) or fail them
-with an error that names the broker's error code.
+One step: ``poll(0)`` for the responses that arrived, refresh metadata when due, obtain a
+producer id when idempotent, then ``ready`` -> ``drain`` -> one Produce request per broker
+-> ``poll(0)``. Responses complete batches, retry them (back to the head of their
+partition's queue, in sequence order, after a backoff), split them (MESSAGE_TOO_LARGE) or
+fail them with an error that names the broker's error code.
 
 Idempotence: InitProducerId gives a producer id and epoch; each partition's
 batches carry consecutive BaseSequence numbers. DUPLICATE_SEQUENCE_NUMBER counts
@@ -269,10 +269,10 @@ class Sender:
         self.turn.wait()
 
     def _step(self) -> None:
-        """The Sender's work, without waiting: metadata and a producer id when due, then
-        ``ready`` -> ``drain`` -> one Produce request per broker -> a poll(0) that writes,
-        reads and completes. Tells the watcher when the next step is due: now, when this
-        one did I/O whose consequences may be sendable at once."""
+        """The Sender's work, without waiting: a poll(0) that reads and completes, metadata
+        and a producer id when due, then ``ready`` -> ``drain`` -> one Produce request per
+        broker -> a poll(0) that writes them. Tells the watcher when the next step is due:
+        now, when this one did I/O whose consequences may be sendable at once."""
         self.turn.begin()
         now = self.time.mono_ms()
         wall = self.time.wall_ms()
@@ -280,6 +280,14 @@ class Sender:
             self._on_auth_failure(node, exc, wall)
         for topic in self.acc.take_touched():
             self.metadata.add(topic, wall)      # in use: not idle (metadata.max.idle.ms)
+        # Responses first, as Java's Sender reads them (its poll) before its next
+        # sendProducerData: an acknowledgement does not wait for the requests this step
+        # builds and writes (50,000/s, 4 partitions: p50 3.37 -> 3.27 ms, README "Latency"),
+        # and what it frees (in-flight room, a retry, a new producer id) is seen below.
+        answered = self.client.poll(0, now)
+        if answered:
+            now = self.time.mono_ms()
+            wall = self.time.wall_ms()
         cap = self._maybe_update_metadata(now, wall)
         if self.coordinator.pending():
             cap = min(cap, self.coordinator.run(now))
@@ -289,7 +297,7 @@ class Sender:
         else:
             timeout = min(cap, self._send_producer_data(now, wall))
         now = self.time.mono_ms()
-        if self.client.poll(0, now) or self.client.selector.needs_poll():
+        if self.client.poll(0, now) or answered or self.client.selector.needs_poll():
             self.turn.done(0)           # consequences may be sendable at once: step again
             return
         timeout = max(0, min(timeout, self.client.poll_timeout(now), 1 << 40))
