@@ -390,12 +390,15 @@ cdef inline Ready make_ready(value):
 
 
 def _settled_record(RecordFuture f):
-    """A settled RecordFuture's outcome, as ``__await__``'s iterator: no suspension."""
+    """A settled RecordFuture's outcome, as ``__await__``'s iterator: no suspension (the
+    never-taken ``yield`` makes it a generator; one after the return was unreachable code to
+    Cython, a warning of every build)."""
     cdef BatchResult r = f._result
     if r.error is not None:
         raise f._exposing()
+    if False:
+        yield
     return r.metadata_for(f._index, f._timestamp)
-    yield
 
 
 def _value_after(waiter, value):
