@@ -136,8 +136,8 @@ _DEFS = [
             "Write each record exactly once per partition despite retries, using producer ids "
             "and sequence numbers; needs acks=all, retries > 0 and at most 5 requests in flight."),
     Setting("linger.ms", "long", 5,
-            "How long to wait for more records to fill a batch before sending it "
-            "(0: send at once).", min=0),
+            "How long a partition's batch waits for more records before it is sent, from "
+            "its first record; each partition on its own clock (0: send at once).", min=0),
     Setting("batch.size", "int", 16384,
             "Bytes at which a partition's record batch is sendable at once (0 disables "
             "batching).", min=0),
