@@ -97,6 +97,37 @@ def test_batches_grow_past_batch_size_while_the_leader_is_busy(broker, batch_max
         assert values == sorted(values) and len(set(values)) == len(values)
 
 
+@pytest.mark.timeout(120)
+def test_each_partition_lingers_on_its_own_clock(broker):
+    """Each partition's batch leaves when it has itself waited linger.ms (librdkafka's rule),
+    not with another partition's batch that is ready first (Java's drain sends every batch
+    for a broker together): a record sent half a linger after another partition's waits its
+    own linger.ms and goes in a request of its own."""
+    topic = "own-clock"
+    broker.create_topic(topic, 2)
+    linger_s = 2.0
+    sent, acked = {}, {}
+
+    def on_delivery(part):
+        return lambda err, md: acked.setdefault(part, (err, time.monotonic()))
+
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=int(linger_s * 1000)) as p:
+        p.send(topic, b"warm-up", partition=0).result(30)      # metadata, producer id
+        before = p.metrics()["requests"]
+        sent[0] = time.monotonic()
+        p.send(topic, b"a", partition=0, on_delivery=on_delivery(0))
+        time.sleep(linger_s / 2)                                # the scenario, not a wait
+        sent[1] = time.monotonic()
+        p.send(topic, b"b", partition=1, on_delivery=on_delivery(1))
+        _wait_until(lambda: len(acked) == 2, 30, "both records acknowledged")
+        requests = p.metrics()["requests"] - before
+    assert all(err is None for err, _ in acked.values()), acked
+    for part in (0, 1):     # batch times are whole ms: a linger may end up to 1 ms early
+        waited = acked[part][1] - sent[part]
+        assert waited >= linger_s - 0.01, (part, waited)
+    assert requests == 2
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("compression", CODECS)
 def test_codecs_nulls_headers_timestamps_sizes(broker, compression):
