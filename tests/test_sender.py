@@ -396,6 +396,20 @@ def test_sequence_errors_get_a_new_producer_id_and_renumber(make_env, code):
     assert f4.result(0).offset == 2
 
 
+def test_a_step_that_reads_answers_asks_for_the_next_at_once(make_env):
+    """The step reads answers before it drains; when that first poll handled something and
+    the final one (after the drain) finds nothing, the watcher is still asked for another
+    step at once: what the answer changed (a closing Sender's last answer, room in flight)
+    is looked at without waiting for a deadline (the close loop hung without it)."""
+    env = make_env()
+    fut = env.append(0)
+    env.step()                                         # sent
+    env.client.answer_produce()
+    env.step()                                         # read by the step's first poll
+    assert fut.result(0).offset == 0
+    assert env.sender.turn.wait(2000)                  # wanted now, not at a deadline
+
+
 def test_a_duplicate_answer_to_a_resend_is_success(make_env):
     """DUPLICATE_SEQUENCE_NUMBER for a batch sent before (its first request's answer was
     lost): the broker has it."""
