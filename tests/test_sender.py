@@ -372,9 +372,10 @@ def test_sequence_errors_get_a_new_producer_id_and_renumber(make_env, code):
     b2, b3 = sorted(req.batches, key=lambda b: b.partition)
     assert (b2.producer_id, b2.base_sequence, b3.base_sequence) == (1000, 1, 0)
     env.client.answer_produce({(TOPIC, 0): code})     # partition 1 is acknowledged
-    # The step reads the answer first, so it asks for a new producer id itself (answered at
-    # once); nothing is sent under the old one meanwhile.
-    env.step_until(lambda: env.sender.producer_id != 1000)
+    # The step reads the answer first, so the same step asks for a new producer id (answered
+    # at once, in its last poll); nothing is sent under the old one meanwhile.
+    env.step()
+    assert not env.sender._need_pid
     assert env.sender.producer_id == 1001 and env.sender.stats["producer_id_resets"] == 1
     assert len(env.client.produce_requests()) == 2
     assert f3.result(0).offset == 0 and not f2.done()

@@ -609,8 +609,7 @@ cdef class RecordAccumulator:
                 out.append((st, p, q, leader))
         return out
 
-    cdef inline int64_t _wait_left(self, _TopicState st, int32_t p, object q, int64_t now,
-                                   bint exhausted):
+    cdef inline int64_t _wait_left(self, _TopicState st, int32_t p, object q, int64_t now):
         """How long the head batch of partition ``p`` (deque ``q``) has yet to wait before it
         is sendable on its own; 0: now. A first attempt waits linger.ms unless it is full
         (batch.size reached, more batches behind it), memory is short, or the producer is
@@ -620,7 +619,7 @@ cdef class RecordAccumulator:
         if first.attempts > 0:
             return max(0, self._backoff(first) - waited)
         if (waited >= self.linger_ms or len(q) > 1 or first.closed or first.reached_size
-                or st.open_batches[p] is not first or exhausted or self.closed
+                or st.open_batches[p] is not first or self.pool.waiters > 0 or self.closed
                 or self.flushes_in_progress > 0):
             return 0
         return self.linger_ms - waited
@@ -637,7 +636,6 @@ cdef class RecordAccumulator:
         cdef _TopicState st
         cdef int32_t p
         cdef int64_t left
-        cdef bint exhausted = self.pool.waiters > 0
         self._acquire()
         try:
             if self.availability_timeout_ms > 0:
@@ -648,7 +646,7 @@ cdef class RecordAccumulator:
                         st.partitioner.update_availability(leader_of, self._node_stats,
                                                            self.availability_timeout_ms)
             for st, p, q, leader in self._heads(leader_of, muted, unknown):
-                left = self._wait_left(st, p, q, now, exhausted)
+                left = self._wait_left(st, p, q, now)
                 if left == 0:
                     ready_nodes.add(leader)
                 elif left < next_delay:
@@ -681,7 +679,6 @@ cdef class RecordAccumulator:
         cdef Py_ssize_t size, i, k, start
         cdef dict sizes = {}
         cdef list heads
-        cdef bint exhausted = self.pool.waiters > 0
         self._acquire()
         try:
             heads = self._heads(leader_of, muted, set())
@@ -693,9 +690,8 @@ cdef class RecordAccumulator:
                 if leader not in nodes:
                     continue
                 first = q[0]
-                if first.attempts > 0 or not lingering:
-                    if self._wait_left(st, p, q, now, exhausted) > 0:
-                        continue
+                if (first.attempts > 0 or not lingering) and self._wait_left(st, p, q, now) > 0:
+                    continue
                 size = sizes.get(leader, 0)
                 if size and size + <Py_ssize_t>first.w.buf.len > max_request_size:
                     continue
