@@ -78,7 +78,8 @@ def extension(name: str, *sources: str, libraries: tuple = ()) -> Extension:
 
 extensions = [
     extension("kproducer._codec", "kproducer/_codec.pyx", "csrc/kp_produce.c", *CSRC),
-    extension("kproducer._accumulator", "kproducer/_accumulator.pyx", "csrc/kp_turn.c", *CSRC),
+    extension("kproducer._accumulator", "kproducer/_accumulator.pyx", "csrc/kp_turn.c", "csrc/kp_courier.c",
+              "csrc/kp_produce.c", *CSRC),
     # TLS is OpenSSL 3 (Debian: libssl-dev to build, libssl3 to run).
     extension("kproducer._net", "kproducer/_net.pyx", "csrc/kp_selector.c", "csrc/kp_tls.c", "csrc/kp_buf.c",
               "csrc/kp_frame.c", libraries=("ssl", "crypto")),

@@ -82,6 +82,7 @@ typedef struct kp_batch_writer {
     int64_t base_timestamp;
     int64_t max_timestamp;
     int32_t count;
+    int32_t sealed;          /* no more appends: kp_courier sent it (its owner's flag) */
 } kp_batch_writer;
 
 /* Starts a batch: reserves the 61-byte header placeholder (and initial_cap total). */

@@ -30,6 +30,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -570,7 +571,7 @@ static int conn_write(kp_selector *s, int32_t id, kp_conn *c)
 {
     if (KP_UNLIKELY(c->ssl != NULL)) return conn_write_tls(s, id, c);
     size_t left = c->tx.len - c->tx_off;
-    if (!left) return 0;
+    if (!left) return c->tx.len ? conn_write_done(s, id, c) : 0;   /* kp_selector_flush wrote it */
     ssize_t w = send(c->fd, c->tx.data + c->tx_off, left, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
         int e = errno;
@@ -583,6 +584,23 @@ static int conn_write(kp_selector *s, int32_t id, kp_conn *c)
     if (c->tx_off < c->tx.len) return 0;
     return conn_write_done(s, id, c);
 }
+
+int kp_selector_flush(kp_selector *s, int32_t id)
+{
+    if (!id_ok(s, id)) return -1;
+    kp_conn *c = &s->conns[id];
+    if (c->state != KP_SEL_CONNECTED || c->fd < 0) return -1;
+    if (c->ssl != NULL || c->tx.len <= c->tx_off) return 0;
+    ssize_t w = send(c->fd, c->tx.data + c->tx_off, c->tx.len - c->tx_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w <= 0) return 0;   /* EAGAIN, or a failure that the next poll's write meets again */
+    c->tx_off += (size_t)w;
+    c->bytes_sent += (uint64_t)w;
+    return (int)(w > INT_MAX ? INT_MAX : w);
+}
+
+const kp_selector_fns kp_selector_functions = {
+    kp_selector_send, kp_selector_flush, kp_selector_is_connected, kp_selector_is_sending,
+};
 
 /* The staged send is fully written: report it. Returns -1 if closed. */
 static int conn_write_done(kp_selector *s, int32_t id, kp_conn *c)
@@ -825,7 +843,7 @@ kp_status kp_selector_poll(kp_selector *s, int timeout_ms, const kp_sel_results 
         kp_conn *c = &s->conns[id];
         c->dirty = 0;
         if (c->state != KP_SEL_CONNECTED) continue;
-        if (c->ssl == NULL && c->tx.len > c->tx_off && conn_write(s, id, c) < 0) continue;
+        if (c->ssl == NULL && c->tx.len && conn_write(s, id, c) < 0) continue;
         (void)conn_update_interest(s, id, c);
     }
     s->n_dirty = 0;

@@ -198,6 +198,24 @@ kp_status kp_selector_send(kp_selector *s, int32_t id, const uint8_t *data, size
  * otherwise as kp_selector_send (len 0 is allowed: an empty frame). */
 kp_status kp_selector_send_frame(kp_selector *s, int32_t id, const uint8_t *payload, size_t len);
 
+/* Writes what it can of id's staged send now (one send(2), plaintext only), for a thread
+ * other than the poller's while that one is known not to use the selector (kp_courier.h).
+ * Reports nothing: the next poll reports the send "sent" once it is whole, and a failed
+ * write as the disconnect it is (it writes again and fails again). Returns the bytes
+ * written, 0 (nothing to write, EAGAIN, a failure left to the poll, TLS), or -1 for an id
+ * out of range or not connected. */
+int kp_selector_flush(kp_selector *s, int32_t id);
+
+/* The selector's functions that another extension module calls through a pointer (the
+ * courier lives in kproducer._accumulator, the selector in kproducer._net). */
+typedef struct kp_selector_fns {
+    kp_status (*send)(kp_selector *s, int32_t id, const uint8_t *data, size_t len);
+    int (*flush)(kp_selector *s, int32_t id);
+    int (*is_connected)(const kp_selector *s, int32_t id);
+    int (*is_sending)(const kp_selector *s, int32_t id);
+} kp_selector_fns;
+extern const kp_selector_fns kp_selector_functions;
+
 /* Waits up to timeout_ms (-1: no limit, 0: do not wait) for I/O or a wakeup,
  * does the I/O, and points *out at the results (valid until the next poll).
  * Does not wait when an immediate connect outcome is pending. An EINTR wait

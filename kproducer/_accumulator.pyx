@@ -11,7 +11,8 @@ switches. The Sender thread calls ``ready``/``drain`` per poll, per batch.
 
 Thread safety: one lock per accumulator guards every queue; the pool has its own
 condition for the (rare) blocking path. The lock is never held while user code
-(callbacks) runs.
+(callbacks) runs. It is a plain C mutex (csrc/kp_courier.h) because a C thread takes it
+too: the courier, which seals and sends a lingering batch between two Sender steps.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact, PyBytes_FromStringAndSize
@@ -22,7 +23,7 @@ from cpython.unicode cimport PyUnicode_Check
 from cpython.long cimport PyLong_CheckExact
 from cpython.number cimport PyIndex_Check
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uintptr_t
-from libc.stdlib cimport calloc, free
+from libc.stdlib cimport calloc, free, realloc
 
 from cpython.ref cimport PyObject
 cimport cython
@@ -94,5 +95,6 @@ include "_accumulator_parts/batch.pxi"
 include "_accumulator_parts/partitioner.pxi"
 include "_accumulator_parts/io_turn.pxi"
 include "_accumulator_parts/accumulator.pxi"
+include "_accumulator_parts/courier.pxi"
 include "_accumulator_parts/send_path.pxi"
 include "_accumulator_parts/aio_send.pxi"

@@ -21,6 +21,7 @@ TLS: a :class:`TlsContext` (OpenSSL, csrc/kp_tls.c) passed to
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int32_t, uint8_t, INT32_MAX
 from libc.limits cimport INT_MAX
 
@@ -253,6 +254,14 @@ cdef class Selector:
         woken. Another thread may wait on it (poll(2)) while this selector's owner is busy;
         see :meth:`needs_poll`."""
         return kp_selector_fd(self.sel)
+
+    def courier_io(self):
+        """(selector, functions): capsules named "kproducer.kp_selector" and
+        "kproducer.kp_selector_fns" for the accumulator's courier (csrc/kp_courier.h), which
+        writes a lingering batch's request between two Sender steps, without the GIL. The
+        first is valid while this Selector lives."""
+        return (PyCapsule_New(<void *>self.sel, b"kproducer.kp_selector", NULL),
+                PyCapsule_New(<void *>&kp_selector_functions, b"kproducer.kp_selector_fns", NULL))
 
     def needs_poll(self):
         """True when the next poll has work :meth:`fileno` does not show (a connect outcome

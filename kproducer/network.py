@@ -479,10 +479,38 @@ class NetworkClient:
         self._enqueue(ns, api_key, self.api_version(node_id, api_key), request, callback, now,
                       expect_response=expect_response, encoder=encoder, decoder=decoder)
 
-    def _enqueue(self, ns, api_key, version, request, callback, now, *, expect_response=True, internal=False,
-                 encoder=None, decoder=None):
+    # -- requests written by the courier (csrc/kp_courier.h) ------------------------------
+
+    def reserve_correlation_id(self) -> int:
+        """A correlation id no other request will carry (the courier's next request)."""
         cid = self._next_cid
         self._next_cid = (cid + 1) & 0x7FFFFFFF or 1
+        return cid
+
+    def can_take_request(self, node_id: int) -> bool:
+        """The node is READY, has room in flight, and a request staged on its connection
+        now would be written at once: nothing waits to be staged or written before it."""
+        ns = self.nodes.get(node_id)
+        return (ns is not None and ns.state == READY and not ns.pending
+                and len(ns.in_flight) < self.max_in_flight and all(e.sent for e in ns.in_flight))
+
+    def adopt(self, node_id: int, api_key: int, version: int, correlation_id: int, request,
+              callback: Callable, send_ms: int, *, decoder: Optional[Callable] = None) -> None:
+        """A request the courier wrote to the node's connection between two polls (it
+        expects a response): tracked from now on as if :meth:`send` had staged it, written
+        (or failed) as the next poll reports."""
+        ns = self.nodes.get(node_id)
+        if ns is None or ns.state != READY:
+            # Not reachable while the Sender takes the courier's requests first in its step.
+            callback(None, NetworkError(f"node {node_id} is not ready for its request"))
+            return
+        ns.in_flight.append(InFlightRequest(correlation_id, api_key, version, request, callback,
+                                            send_ms, True, decoder=decoder))
+        ns.last_activity_ms = send_ms
+
+    def _enqueue(self, ns, api_key, version, request, callback, now, *, expect_response=True, internal=False,
+                 encoder=None, decoder=None):
+        cid = self.reserve_correlation_id()
         if encoder is not None:
             payload = encoder(version, cid, self.client_id)
         else:

@@ -10,7 +10,15 @@ Compiled, without the GIL:
     backoff, a request timeout); it raises ``turn.pending`` when a step is wanted;
   - batches (csrc/kp_batch.c, the accumulator): records appended, compressed, CRC'd;
   - the Produce request and response (csrc/kp_produce.c): encoded and decoded in C, no
-    Python objects but the results (called by the step, which holds the GIL).
+    Python objects but the results (called by the step, which holds the GIL);
+  - the courier (csrc/kp_courier.c, the accumulator's lock): a plain C thread that, between
+    two steps, seals a lingering batch when its linger.ms is over, finishes it with the
+    sequence the last step gave its partition, encodes the Produce request (one per broker,
+    with the correlation id the step reserved) and writes it, so that a request does not
+    wait for a thread to get the GIL from an application computing in Python. The last step
+    *arms* it as it ends (:meth:`_arm_courier`); the next *takes* what it sent as it begins
+    (:meth:`_take_courier_sends`: in-flight requests and batches, as if that step had sent
+    them). Plaintext, uncompressed, non-transactional, acks 1 or all.
 Python, one *step* at a time under the step lock (:meth:`_step`): ``poll(0)``, which reads
 and completes batches (one settlement per batch, its callbacks) -> ready -> drain -> one
 Produce request per broker -> ``poll(0)``, which writes them -- and the policy: retries,
@@ -25,9 +33,9 @@ grace (so a step the application runs wakes no Python thread), and only ever *tr
 lock: a thread that held it while waiting for the GIL would stop every other thread from
 stepping for a switch interval.
 
-One step: ``poll(0)`` for the responses that arrived, refresh metadata when due, obtain a
-producer id when idempotent, then ``ready`` -> ``drain`` -> one Produce request per broker
--> ``poll(0)``. Responses complete batches, retry them (back to the head of their
+One step: take the courier's requests, ``poll(0)`` for the responses that arrived, refresh
+metadata when due, obtain a producer id when idempotent, then ``ready`` -> ``drain`` -> one
+Produce request per broker -> ``poll(0)`` -> arm the courier. Responses complete batches, retry them (back to the head of their
 partition's queue, in sequence order, after a backoff), split them (MESSAGE_TOO_LARGE) or
 fail them with an error that names the broker's error code.
 
@@ -75,7 +83,7 @@ _APP_GRACE_MS = 1
 COUNTERS = ("records_acked", "records_failed", "requests", "batches", "batch_bytes",
             "max_batch_bytes", "retries", "producer_id_resets", "duplicates_on_first_send",
             "steps_by_application", "steps_by_io_thread", "step_wait_us_total",
-            "step_wait_us_max")
+            "step_wait_us_max", "requests_by_courier")
 
 
 class Sender:
@@ -132,6 +140,15 @@ class Sender:
         # event loop left past its grace, so that a loop that stopped can be let go.
         self.before_io_step = None
         self._thread = threading.Thread(target=self._run, name="kproducer-network-thread", daemon=True)
+        # The courier (csrc/kp_courier.h) writes the requests of plaintext, uncompressed,
+        # non-transactional batches with acks; the steps write everything else.
+        selector = client.selector
+        self._courier_io = None
+        if (self.acks != 0 and config.compression_type == "none" and self.transactional_id is None
+                and getattr(client, "tls", None) is None and hasattr(selector, "courier_io")):
+            self._courier_io = selector.courier_io()
+        self._client_id = None if self._courier_io is None or client.client_id is None \
+            else client.client_id.encode()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -276,6 +293,7 @@ class Sender:
         self.turn.begin()
         now = self.time.mono_ms()
         wall = self.time.wall_ms()
+        self._take_courier_sends(now)
         for node, exc in self.client.take_auth_failures():
             self._on_auth_failure(node, exc, wall)
         for topic in self.acc.take_touched():
@@ -298,12 +316,59 @@ class Sender:
             timeout = min(cap, self._send_producer_data(now, wall))
         now = self.time.mono_ms()
         if self.client.poll(0, now) or answered or self.client.selector.needs_poll():
+            self._arm_courier()
             self.turn.done(0)           # consequences may be sendable at once: step again
             return
+        self._arm_courier()
         timeout = max(0, min(timeout, self.client.poll_timeout(now), 1 << 40))
         # The accumulator's deadlines are whole ms of the wall clock (batches' created_ms):
         # the watcher wakes at the instant ``wall`` + timeout begins, not up to 1 ms later.
         self.turn.done(SenderTurn.wall_to_mono_us(wall + timeout))
+
+    # -- the courier: lingering batches sent between steps, without the GIL ----------------
+
+    def _arm_courier(self) -> None:
+        """As the step ends: the courier (csrc/kp_courier.h) may send, until the next step
+        begins, one request to each node that can take one now, holding the batches whose
+        linger.ms is over by then. Not with acks=0, compression, transactions or TLS (the
+        step does those), nor while a producer id is wanted or the producer closes."""
+        if self._courier_io is None or not self.running or self.force_close:
+            return
+        if self.idempotent and (self._need_pid or self.producer_id < 0):
+            return
+        client = self.client
+        nodes = {node_id: (client.nodes[node_id].slot, client.api_version(node_id, v.PRODUCE),
+                           client.reserve_correlation_id())
+                 for node_id in client.nodes if client.can_take_request(node_id)}
+        if nodes:
+            self.acc.arm_courier(self._courier_io, nodes, self._leader_of_fn(), self.muted,
+                                 self.next_seq if self.idempotent else None, self.producer_id,
+                                 self.producer_epoch, self.acks, self.request_timeout_ms,
+                                 self._client_id)
+
+    def _take_courier_sends(self, now: int) -> None:
+        """As the step begins: the requests the courier sent since the last step become
+        in-flight requests of the client, their batches in-flight batches, as if the last
+        step had sent them."""
+        stats = self.stats
+        for node, cid, version, send_ms, batches in self.acc.take_courier_sends(self.time.wall_ms()):
+            by_topic = defaultdict(list)
+            for b in batches:
+                tp = (b.topic, b.partition)
+                if self.idempotent:
+                    self.next_seq[tp] = (b.base_sequence + b.record_count) % _SEQ_MOD
+                self.in_flight[tp].append(b)
+                by_topic[b.topic].append((b.partition, b))
+                size = b.size_in_bytes
+                stats["batch_bytes"] += size
+                if size > stats["max_batch_bytes"]:
+                    stats["max_batch_bytes"] = size
+            self.client.adopt(node, v.PRODUCE, version, cid, list(by_topic.items()),
+                              lambda resp, err, batches=batches: self._on_produce(batches, resp, err),
+                              send_ms, decoder=decode_produce_response)
+            stats["requests"] += 1
+            stats["requests_by_courier"] += 1
+            stats["batches"] += len(batches)
 
     def _on_auth_failure(self, node: int, exc, wall: int) -> None:
         """A failed SASL authentication is not retried (Java's AuthenticationException):
@@ -554,6 +619,7 @@ class Sender:
             self.txn.on_batch_failed(exc)
 
     def _fail_all(self, exc) -> None:
+        self._take_courier_sends(self.time.mono_ms())
         wall = self.time.wall_ms()
         for b in self.acc.abort_all():
             self._fail(b, exc, wall)

@@ -93,6 +93,8 @@ def test_sanitizer_build_runs_codec_tests_clean(tmp_path):
          # The accumulator and send_many (raw pointers into NumPy/Arrow buffers, batches
          # grown in place) against the real broker; the million-record test is too slow here.
          "tests/test_send_many.py", "tests/test_producer.py",
+         # The courier thread: batches sealed and sent beside appends, the selector shared.
+         "tests/test_courier.py",
          # The network paths against hostile peers and the real broker, and the argument
          # checks of the public API (error paths release what they took).
          "tests/test_hostile.py", "tests/test_end_to_end.py", "tests/test_accumulator.py",

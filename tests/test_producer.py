@@ -571,6 +571,12 @@ def _inject_produce_error(producer, code: int, times: int = 1):
     client = producer._client
     real_send = client.send
     left = [times]
+    # The answer replaces the request, so no request may leave without client.send: the
+    # courier (which writes lingering batches itself) stays off from now on.
+    sender = producer._sender
+    sender._courier_io = None
+    with sender._step_lock:     # the last step armed it: take what it sent, disarm it
+        sender._take_courier_sends(sender.time.mono_ms())
 
     def send(node_id, api_key, request, callback, now, **kw):
         if api_key == PRODUCE and left[0] > 0:

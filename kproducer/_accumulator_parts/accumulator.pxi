@@ -7,6 +7,9 @@ cdef class _TopicState:
     cdef list open_batches    # partition -> the last batch if still appendable, else None
     cdef BuiltInPartitioner partitioner   # the sticky partition for unkeyed records
     cdef bint touched         # appended to since the Sender last asked (metadata idle expiry)
+    # partition -> the courier's slot in its current plan (-1: none; courier.pxi)
+    cdef int32_t *courier_slot
+    cdef int32_t slots
 
     def __cinit__(self, str topic, rng, bint adaptive):
         self.topic = topic
@@ -14,6 +17,23 @@ cdef class _TopicState:
         self.queues = []
         self.open_batches = []
         self.partitioner = BuiltInPartitioner(topic, self.queues, rng, adaptive)
+
+    def __dealloc__(self):
+        free(self.courier_slot)
+
+    cdef int ensure_slots(self) except -1:
+        cdef int32_t *grown
+        cdef int32_t p
+        if self.slots >= self.num_partitions:
+            return 0
+        grown = <int32_t *>realloc(self.courier_slot, self.num_partitions * sizeof(int32_t))
+        if grown == NULL:
+            raise MemoryError()
+        for p in range(self.slots, self.num_partitions):
+            grown[p] = -1
+        self.courier_slot = grown
+        self.slots = self.num_partitions
+        return 0
 
 
 cdef class RecordAccumulator:
@@ -30,7 +50,11 @@ cdef class RecordAccumulator:
     cdef dict _topics
     cdef object _last_topic       # the str of the last append, with its state: most sends
     cdef _TopicState _last_state  # go to one topic, so this skips the dict lookup
-    cdef PyThread_type_lock _lock
+    # The lock (every queue) and the courier thread that sends lingering batches while the
+    # GIL is busy elsewhere (courier.pxi).
+    cdef Courier _courier
+    cdef int64_t _courier_pid
+    cdef int16_t _courier_epoch
     cdef _HeaderScratch _scratch
     cdef object _wakeup
     # The Sender's turn (set by the Sender): a batch that became sendable, or will be after
@@ -60,9 +84,7 @@ cdef class RecordAccumulator:
                   int64_t retry_backoff_ms=100, int64_t retry_backoff_max_ms=1000,
                   Py_ssize_t max_request_size=1048576, wakeup=None, bint adaptive=True,
                   int64_t availability_timeout_ms=0, rng=None):
-        self._lock = PyThread_allocate_lock()
-        if self._lock == NULL:
-            raise MemoryError()
+        self._courier = Courier()
         self.batch_size = batch_size
         self.batch_max_size = batch_max_size if batch_max_size > batch_size else batch_size
         self.linger_ms = linger_ms
@@ -81,17 +103,11 @@ cdef class RecordAccumulator:
         self._retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, 0)
         self.max_request_size = max_request_size
 
-    def __dealloc__(self):
-        if self._lock != NULL:
-            PyThread_free_lock(self._lock)
-
     cdef inline void _acquire(self):
-        if not PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
-            with nogil:
-                PyThread_acquire_lock(self._lock, WAIT_LOCK)
+        self._courier.lock()
 
     cdef inline void _release(self):
-        PyThread_release_lock(self._lock)
+        self._courier.unlock()
 
     # -- metadata the hot path needs -------------------------------------------------
 
@@ -287,7 +303,13 @@ cdef class RecordAccumulator:
             if kst != KP_OK:
                 b.free_memory()
                 raise_kp_error(kst, NULL, f"append to {st.topic}[{p}]")
-            st.queues[p].append(b)
+            q = st.queues[p]
+            if not q and st.slots > p and st.courier_slot[p] >= 0 and kp_courier_armed(self._courier.c):
+                # Its partition's only batch: the courier sends it when linger.ms is over,
+                # if no step has by then.
+                kp_courier_offer(self._courier.c, st.courier_slot[p], &b.w, <void *>b,
+                                 kp_turn_wall_to_mono_us(now + self.linger_ms))
+            q.append(b)
             st.open_batches[p] = b
             self.incomplete.add(b.result)
             if self.linger_ms < due[0]:
@@ -322,6 +344,10 @@ cdef class RecordAccumulator:
         cdef int appended = 0
         cdef kp_status kst
         if b is None:
+            return NO_BATCH
+        if b.w.sealed:
+            # The courier sent it (the next step takes it out of the queue).
+            st.open_batches[p] = None
             return NO_BATCH
         kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
         if kst == KP_ERR_FULL:
@@ -681,6 +707,7 @@ cdef class RecordAccumulator:
         cdef list heads
         self._acquire()
         try:
+            self._check_disarmed()
             heads = self._heads(leader_of, muted, set())
             k = len(heads)
             start = self._drain_index % k if k else 0
@@ -743,6 +770,7 @@ cdef class RecordAccumulator:
         cdef int32_t p
         self._acquire()
         try:
+            self._check_disarmed()
             for st in self._topics.values():
                 for p in range(st.num_partitions):
                     q = st.queues[p]
@@ -765,6 +793,7 @@ cdef class RecordAccumulator:
         cdef int32_t p
         self._acquire()
         try:
+            self._check_disarmed()
             for st in self._topics.values():
                 for p in range(st.num_partitions):
                     out.extend(st.queues[p])
@@ -848,6 +877,48 @@ cdef class RecordAccumulator:
     def node_latency(self):
         """{node: (ready_ms, drain_ms)}: a copy of the figures the availability check reads."""
         return dict(self._node_stats)
+
+    # -- the courier (courier.pxi) ------------------------------------------------------
+
+    def arm_courier(self, selector_io, dict nodes, leader_of, muted, next_seq, int64_t producer_id,
+                    int producer_epoch, int acks, int32_t timeout_ms, bytes client_id):
+        """The Sender, as its step ends: until the next step, the courier may send one
+        Produce request to each of ``nodes`` ({node_id: (connection id, Produce version,
+        reserved correlation id)}), holding the lingering batches of the partitions they lead
+        whose linger.ms is over; ``selector_io`` is Selector.courier_io(), ``next_seq``
+        {(topic, partition): BaseSequence} (None without idempotence)."""
+        self._acquire()
+        try:
+            _courier_arm(self, selector_io, nodes, leader_of, muted, next_seq, producer_id,
+                         producer_epoch, acks, timeout_ms, client_id)
+        finally:
+            self._release()
+
+    def take_courier_sends(self, int64_t now):
+        """The Sender, as its step begins: disarms the courier and returns what it sent,
+        [(node_id, correlation_id, version, send_ms, [ProducerBatch])], the batches out of
+        their queues, finished as they went out."""
+        self._acquire()
+        try:
+            return _courier_take(self, now)
+        finally:
+            self._release()
+
+    @property
+    def courier_sent(self):
+        """Produce requests the courier wrote."""
+        return self._courier.sent
+
+    @property
+    def courier_armed(self):
+        """Whether the courier may send now (between a step's end and the next step)."""
+        return kp_courier_armed(self._courier.c) != 0
+
+    cdef inline int _check_disarmed(self) except -1:
+        # Only a step removes batches from the queues, after take_courier_sends.
+        if kp_courier_armed(self._courier.c):
+            raise RuntimeError("the courier is armed: take_courier_sends() comes first")
+        return 0
 
     def partitioner(self, str topic):
         """The topic's BuiltInPartitioner (None before its metadata is known)."""

@@ -1,0 +1,149 @@
+# Part of the kproducer._accumulator extension (included by _accumulator.pyx): the courier, a C
+# thread that writes a lingering batch's Produce request when its linger.ms is over, between
+# two Sender steps and without the GIL (csrc/kp_courier.h says why and how). The accumulator
+# owns it: its mutex is the accumulator's lock.
+
+from cpython.pycapsule cimport PyCapsule_GetPointer
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from kproducer._cdefs.courier cimport *
+
+
+cdef class Courier:
+    """The accumulator's lock and the courier thread behind it (kp_courier.h)."""
+    cdef kp_courier *c
+
+    def __cinit__(self):
+        cdef int err = 0
+        cdef kp_status st = kp_courier_new(&self.c, &err)
+        if st == KP_ERR_SYS:
+            raise OSError(err, f"cannot start the courier thread: {os.strerror(err)}")
+        if st != KP_OK:
+            raise_kp_error(st, NULL, "the courier thread")
+
+    def __dealloc__(self):
+        kp_courier_free(self.c)
+        self.c = NULL
+
+    cdef inline void lock(self):
+        if not kp_courier_trylock(self.c):
+            with nogil:
+                kp_courier_lock(self.c)
+
+    cdef inline void unlock(self):
+        kp_courier_unlock(self.c)
+
+    @property
+    def sent(self):
+        """Requests the courier wrote."""
+        return kp_courier_sent(self.c)
+
+
+cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, object leader_of,
+                      object muted, object next_seq, int64_t producer_id, int producer_epoch,
+                      int acks, int32_t timeout_ms, bytes client_id) except -1:
+    """Builds the courier's plan (the accumulator's lock is held): ``nodes`` {node_id:
+    (connection id, Produce version, reserved correlation id)} can take a request now; every
+    partition they lead that is not ``muted`` and has no batch or one lingering first attempt
+    gets a slot, and that batch is offered."""
+    cdef kp_courier *c = acc._courier.c
+    cdef kp_courier_plan plan
+    cdef dict index = {}
+    cdef _TopicState st
+    cdef ProducerBatch head
+    cdef int32_t p, part, node
+    cdef const char *name
+    cdef Py_ssize_t name_len
+    kp_courier_reset(c)
+    for node_id, (conn_id, version, cid) in nodes.items():
+        node = kp_courier_add_node(c, node_id, conn_id, version, cid)
+        if node >= 0:
+            index[node_id] = node
+    for st in acc._topics.values():
+        st.ensure_slots()
+        name = PyUnicode_AsUTF8AndSize(st.topic, &name_len)
+        for p in range(st.num_partitions):
+            st.courier_slot[p] = -1
+            q = st.queues[p]
+            head = None
+            if q:
+                # Only a lone first attempt that is still filling: anything else is for a step.
+                head = q[0]
+                if (len(q) != 1 or head.attempts > 0 or head.closed or head.base_sequence >= 0
+                        or st.open_batches[p] is not head):
+                    continue
+            leader = index.get(leader_of(st.topic, p))
+            if leader is None or (muted and (st.topic, p) in muted):
+                continue
+            part = kp_courier_add_part(c, leader, <const uint8_t *>name, <size_t>name_len, p,
+                                       -1 if next_seq is None else next_seq.get((st.topic, p), 0))
+            if part < 0:
+                continue
+            st.courier_slot[p] = part
+            if head is not None:
+                kp_courier_offer(c, part, &head.w, <void *>head,
+                                 kp_turn_wall_to_mono_us(head.created_ms + acc.linger_ms))
+    plan.io = <const kp_selector_fns *>PyCapsule_GetPointer(selector_io[1], b"kproducer.kp_selector_fns")
+    plan.selector = <kp_selector *>PyCapsule_GetPointer(selector_io[0], b"kproducer.kp_selector")
+    acc._courier_pid = producer_id
+    acc._courier_epoch = <int16_t>producer_epoch
+    plan.producer_id = producer_id
+    plan.producer_epoch = <int16_t>producer_epoch
+    plan.acks = <int16_t>acks
+    plan.timeout_ms = timeout_ms
+    plan.client_id = NULL
+    plan.client_id_len = 0
+    if client_id is not None:
+        plan.client_id = <const uint8_t *>PyBytes_AS_STRING(client_id)
+        plan.client_id_len = <size_t>PyBytes_GET_SIZE(client_id)
+    plan.max_request_size = <size_t>acc.max_request_size
+    if kp_courier_arm(c, &plan) != KP_OK:
+        kp_courier_reset(c)     # no memory for the scratch: the steps send everything
+    return 0
+
+
+cdef list _courier_take(RecordAccumulator acc, int64_t now):
+    """What the courier sent since it was armed, as [(node_id, correlation_id, version,
+    send_ms, [ProducerBatch])], each batch out of its queue, closed and finished as the
+    courier finished it; disarms the courier (the accumulator's lock is held)."""
+    cdef kp_courier *c = acc._courier.c
+    cdef size_t nn = 0, np_ = 0, i
+    cdef const kp_courier_node *nodes = kp_courier_nodes(c, &nn)
+    cdef const kp_courier_part *parts = kp_courier_parts(c, &np_)
+    cdef list out = []
+    cdef list sent_by = [None] * <Py_ssize_t>nn     # node index -> its request's batches
+    cdef list batches
+    cdef ProducerBatch b
+    cdef _TopicState st
+    cdef int32_t p
+    for i in range(nn):
+        if nodes[i].used == 1:
+            batches = []
+            sent_by[i] = batches
+            out.append((nodes[i].node_id, nodes[i].correlation_id, nodes[i].version,
+                        nodes[i].send_ms, batches))
+    for i in range(np_):
+        if not parts[i].sent:
+            continue
+        b = <ProducerBatch>parts[i].owner
+        p = b.partition
+        st = acc._topics[b.topic]
+        q = st.queues[p]
+        if not q or q[0] is not b:
+            # The courier sends only a partition's lone queued batch, and nothing but a
+            # step (which takes these first) removes a batch from a queue.
+            kp_courier_reset(c)
+            raise RuntimeError(f"the courier's batch of {b.topic}[{p}] left its queue")
+        q.popleft()
+        if st.open_batches[p] is b:
+            st.open_batches[p] = None
+        b.closed = True
+        b.w.buf.fixed = 0
+        b.finished = True
+        b.drained_ms = now
+        b.producer_id = acc._courier_pid
+        b.producer_epoch = acc._courier_epoch
+        b.base_sequence = parts[i].base_sequence if acc._courier_pid >= 0 else -1
+        batches = sent_by[parts[i].node]
+        batches.append(b)
+    kp_courier_reset(c)
+    return out

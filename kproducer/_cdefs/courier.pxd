@@ -1,0 +1,60 @@
+# Declarations of csrc/kp_courier.h.
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint64_t
+from kproducer._cdefs.common cimport kp_status
+from kproducer._cdefs.batch cimport kp_batch_writer
+
+cdef extern from "kp_courier.h" nogil:
+    ctypedef struct kp_selector:
+        pass
+    ctypedef struct kp_selector_fns:
+        pass
+    ctypedef struct kp_courier:
+        pass
+
+    ctypedef struct kp_courier_node:
+        int32_t node_id
+        int32_t conn_id
+        int version
+        int32_t correlation_id
+        int used
+        int64_t send_ms
+
+    ctypedef struct kp_courier_part:
+        const uint8_t *topic
+        size_t topic_len
+        int32_t partition
+        int32_t node
+        int32_t base_sequence
+        kp_batch_writer *batch
+        void *owner
+        int64_t due_us
+        int sent
+
+    ctypedef struct kp_courier_plan:
+        const kp_selector_fns *io
+        kp_selector *selector
+        int64_t producer_id
+        int16_t producer_epoch
+        int16_t acks
+        int32_t timeout_ms
+        const uint8_t *client_id
+        size_t client_id_len
+        size_t max_request_size
+
+    kp_status kp_courier_new(kp_courier **out, int *sys_errno)
+    void kp_courier_free(kp_courier *c)
+    void kp_courier_lock(kp_courier *c)
+    int kp_courier_trylock(kp_courier *c)
+    void kp_courier_unlock(kp_courier *c)
+    void kp_courier_reset(kp_courier *c)
+    int32_t kp_courier_add_node(kp_courier *c, int32_t node_id, int32_t conn_id, int version,
+                                int32_t correlation_id)
+    int32_t kp_courier_add_part(kp_courier *c, int32_t node, const uint8_t *topic, size_t topic_len,
+                                int32_t partition, int32_t base_sequence)
+    void kp_courier_offer(kp_courier *c, int32_t part, kp_batch_writer *batch, void *owner,
+                          int64_t due_us)
+    kp_status kp_courier_arm(kp_courier *c, const kp_courier_plan *plan)
+    int kp_courier_armed(const kp_courier *c)
+    const kp_courier_node *kp_courier_nodes(const kp_courier *c, size_t *n)
+    const kp_courier_part *kp_courier_parts(const kp_courier *c, size_t *n)
+    uint64_t kp_courier_sent(const kp_courier *c)

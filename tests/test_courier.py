@@ -1,0 +1,276 @@
+"""The courier (csrc/kp_courier.h): a C thread that writes a lingering batch's Produce request
+when its linger.ms is over, between two Sender steps and without the GIL.
+
+The first tests drive it directly: a real Selector connected to a local socket that reads
+what the courier wrote, byte by byte. The last ones run a Producer against the broker while
+the application holds the GIL (a long switch interval: no other Python thread runs)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+import time
+
+import pytest
+
+from kproducer import Producer
+from kproducer._accumulator import RecordAccumulator
+from kproducer._net import Selector
+from kproducer._reference import decode_batch
+from kproducer.testing.readback import read_back
+
+LINGER_MS = 30
+
+
+def leader(topic, partition):
+    return 7
+
+
+@pytest.fixture
+def link():
+    """(selector, server side socket): connection 0 of the selector, connected."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    sel = Selector(max_connections=4)
+    sel.connect(0, "127.0.0.1", srv.getsockname()[1])
+    deadline = time.monotonic() + 10
+    while not sel.is_connected(0):
+        assert time.monotonic() < deadline, "the selector did not connect"
+        sel.poll(50)
+    conn, _ = srv.accept()
+    conn.settimeout(10)
+    yield sel, conn
+    conn.close()
+    sel.close_all()
+    srv.close()
+
+
+def _recv_frame(conn) -> bytes:
+    def exact(n):
+        buf = b""
+        while len(buf) < n:
+            chunk = conn.recv(n - len(buf))
+            assert chunk, "the peer closed"
+            buf += chunk
+        return buf
+    (size,) = struct.unpack(">i", exact(4))
+    return exact(size)
+
+
+def _parse_produce_v3(body: bytes):
+    """(correlation_id, client_id, acks, timeout_ms, {(topic, partition): records}) of a
+    Produce v3 request (header v1, not flexible)."""
+    api_key, version, cid, n = struct.unpack_from(">hhih", body, 0)
+    assert (api_key, version) == (0, 3)
+    pos = 10
+    client_id = None if n < 0 else body[pos:pos + n].decode()
+    pos += max(n, 0)
+    (txn_len,) = struct.unpack_from(">h", body, pos)
+    assert txn_len == -1
+    pos += 2
+    acks, timeout, n_topics = struct.unpack_from(">hii", body, pos)
+    pos += 10
+    out = {}
+    for _ in range(n_topics):
+        (n,) = struct.unpack_from(">h", body, pos)
+        topic = body[pos + 2:pos + 2 + n].decode()
+        pos += 2 + n
+        (n_parts,) = struct.unpack_from(">i", body, pos)
+        pos += 4
+        for _ in range(n_parts):
+            partition, size = struct.unpack_from(">ii", body, pos)
+            pos += 8
+            out[(topic, partition)] = body[pos:pos + size]
+            pos += size
+    assert pos == len(body)
+    return cid, client_id, acks, timeout, out
+
+
+def _acc():
+    acc = RecordAccumulator(batch_size=1000, linger_ms=LINGER_MS)
+    acc.set_partition_count("t", 2)
+    return acc
+
+
+def test_the_courier_writes_a_lingering_batch_at_its_deadline(link):
+    sel, conn = link
+    acc = _acc()
+    acc.arm_courier(sel.courier_io(), {7: (0, 3, 4242)}, leader, None, {("t", 1): 5},
+                    1000, 2, -1, 30000, b"app")
+    t0 = time.monotonic()
+    acc.append("t", 1, b"k", b"v1", 1_700_000_000_000, None, None)
+    body = _recv_frame(conn)                    # written by the courier: nobody polls
+    waited = time.monotonic() - t0
+    assert waited >= LINGER_MS / 1000 - 0.002   # not before linger.ms (the clock is whole ms)
+    assert acc.courier_sent == 1
+    cid, client_id, acks, timeout, parts = _parse_produce_v3(body)
+    assert (cid, client_id, acks, timeout) == (4242, "app", -1, 30000)
+    assert list(parts) == [("t", 1)]
+    batch = decode_batch(parts[("t", 1)])
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (1000, 2, 5)
+    assert [(r.key, r.value, r.timestamp) for r in batch.records] == [(b"k", b"v1", 1_700_000_000_000)]
+
+    # A record for the same partition after the send starts a new batch.
+    acc.append("t", 1, b"k", b"v2", None, None, None)
+    assert acc.queued_batches() == 2
+    [(node, cid, version, send_ms, batches)] = acc.take_courier_sends(0)
+    assert (node, cid, version) == (7, 4242, 3) and send_ms > 0
+    [b] = batches
+    assert (b.record_count, b.base_sequence, b.producer_id, b.producer_epoch) == (1, 5, 1000, 2)
+    assert bytes(b) == parts[("t", 1)]          # the batch as the courier finished it
+    assert acc.queued_batches() == 1            # v2's batch, for the Sender
+    assert acc.take_courier_sends(0) == []      # taken once; disarmed since
+    # The selector reports the courier's request as sent at its next poll.
+    assert sel.poll(0).sent == [0]
+
+
+def test_one_request_per_node_with_every_due_partition(link):
+    sel, conn = link
+    acc = _acc()
+    acc.arm_courier(sel.courier_io(), {7: (0, 3, 9)}, leader, None, None, -1, -1, 1, 1000, None)
+    acc.append("t", 0, None, b"a", None, None, None)
+    acc.append("t", 1, None, b"b", None, None, None)
+    cid, client_id, acks, timeout, parts = _parse_produce_v3(_recv_frame(conn))
+    assert (cid, client_id, acks, timeout) == (9, None, 1, 1000)
+    assert sorted(parts) == [("t", 0), ("t", 1)]
+    for (_, p), value in zip(sorted(parts), (b"a", b"b")):
+        batch = decode_batch(parts[("t", p)])
+        assert batch.producer_id == -1 and batch.base_sequence == -1      # no idempotence
+        assert [r.value for r in batch.records] == [value]
+    [(_, _, _, _, batches)] = acc.take_courier_sends(0)
+    assert sorted(b.partition for b in batches) == [0, 1]
+    assert acc.queued_batches() == 0
+
+
+def test_the_queues_are_the_steps_again_only_after_the_take(link):
+    sel, conn = link
+    acc = _acc()
+    acc.arm_courier(sel.courier_io(), {7: (0, 3, 1)}, leader, None, None, -1, -1, 1, 1000, None)
+    with pytest.raises(RuntimeError, match="take_courier_sends"):
+        acc.drain(leader, {7}, 1 << 20, 0)
+    with pytest.raises(RuntimeError, match="take_courier_sends"):
+        acc.abort_all()
+    assert acc.take_courier_sends(0) == []
+    assert acc.drain(leader, {7}, 1 << 20, 0) == {}
+
+
+def test_a_connection_still_writing_gets_nothing(link):
+    sel, conn = link
+    acc = _acc()
+    sel.send(0, struct.pack(">i", 4) + b"busy")     # staged, not yet written: no poll ran
+    acc.arm_courier(sel.courier_io(), {7: (0, 3, 1)}, leader, None, None, -1, -1, 1, 1000, None)
+    acc.append("t", 0, None, b"a", None, None, None)
+    # The courier would have written it LINGER_MS after the append; wait well past that.
+    time.sleep(5 * LINGER_MS / 1000)
+    assert acc.courier_sent == 0 and acc.take_courier_sends(0) == []
+    assert acc.queued_batches() == 1
+    sel.poll(0)
+    assert _recv_frame(conn) == b"busy"
+    # Armed again with the connection free, the courier sends the batch at once (it lingered).
+    acc.arm_courier(sel.courier_io(), {7: (0, 3, 2)}, leader, None, None, -1, -1, 1, 1000, None)
+    assert _parse_produce_v3(_recv_frame(conn))[0] == 2
+
+
+def test_only_a_lone_first_attempt_is_offered(link):
+    sel, conn = link
+    acc = _acc()
+    acc.append("t", 0, None, b"x" * 600, None, None, None)
+    acc.append("t", 0, None, b"x" * 600, None, None, None)     # a second batch: full first one
+    acc.append("t", 1, None, b"m", None, None, None)
+    acc.arm_courier(sel.courier_io(), {7: (0, 3, 3)}, leader, {("t", 1)}, None, -1, -1, 1, 1000, None)
+    time.sleep(5 * LINGER_MS / 1000)                # partition 0 has two, 1 is muted
+    assert acc.courier_sent == 0
+    assert acc.take_courier_sends(0) == [] and acc.queued_batches() == 3
+
+
+# ---- a producer whose application keeps the GIL -----------------------------------------------
+
+@pytest.fixture
+def gil_held():
+    """No other Python thread runs while the test computes: the switch interval is long."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(5.0)
+    yield
+    sys.setswitchinterval(old)
+
+
+def _compute_until(cond, timeout):
+    """Pure Python work (the GIL stays with this thread) until cond() or the deadline."""
+    deadline = time.monotonic() + timeout
+    x = 0
+    while not cond():
+        for k in range(100):
+            x += k * k
+        if time.monotonic() > deadline:
+            return False
+    return True
+
+
+def _wait_armed(p, timeout=10.0):
+    """Until no step runs and the courier is armed (sleeping: the GIL is free meanwhile).
+    A step that the I/O thread began and the application interrupted (it took the GIL back
+    while the step polled) would keep the courier disarmed until the I/O thread gets the
+    GIL again: a switch interval, which the tests make long."""
+    deadline = time.monotonic() + timeout
+    while not (p._acc.courier_armed and p._sender._step_owner is None):
+        assert time.monotonic() < deadline, "the courier was not armed"
+        time.sleep(0.001)
+
+
+@pytest.mark.timeout(60)
+def test_a_busy_application_does_not_hold_back_a_lingering_batch(broker, gil_held):
+    broker.create_topic("courier", 2)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=LINGER_MS) as p:
+        p.send("courier", b"warm", partition=0).result(10)
+        _wait_armed(p)
+        sent = p._acc.courier_sent
+        f1 = p.send("courier", b"one", key=b"k", partition=1)
+        # Neither the I/O thread nor any other Python thread runs until this loop ends; the
+        # request leaves anyway.
+        assert _compute_until(lambda: p._acc.courier_sent > sent, timeout=2.0)
+        f2 = p.send("courier", b"two", key=b"k", partition=1)       # after the seal: a new batch
+        md1, md2 = f1.result(10), f2.result(10)
+        assert (md1.partition, md2.partition) == (1, 1) and md2.offset == md1.offset + 1
+        assert p.metrics()["requests_by_courier"] >= 1
+    got = read_back(broker.bootstrap, "courier", partitions=[1])
+    assert [(m.key, m.value) for m in got[1]] == [(b"k", b"one"), (b"k", b"two")]
+
+
+@pytest.mark.timeout(120)
+def test_bursts_between_computing_keep_order_and_sequences(broker):
+    """Bursts over 4 partitions, computing between them until the burst's batches are out of
+    the queues: the courier sends them (the I/O thread waits for the GIL for a switch interval
+    of 0.5 s, unless one of its steps was interrupted: then the courier waits for that step),
+    the steps send the rest; every record lands once, in order."""
+    broker.create_topic("bursts", 4)
+    n_bursts, per_burst = 30, 40
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.5)
+    try:
+        with Producer(bootstrap_servers=broker.bootstrap, linger_ms=5) as p:
+            p.send("bursts", b"-1", partition=0).result(10)      # connected, with a producer id
+            futures = []
+            for burst in range(n_bursts):
+                _wait_armed(p)
+                sent = p._acc.courier_sent
+                for i in range(per_burst):
+                    futures.append(p.send("bursts", b"%d" % (burst * per_burst + i), key=b"%d" % (i % 8)))
+                # Until the courier sent (its batches leave the queues at the next step) or a
+                # step did.
+                assert _compute_until(lambda: p._acc.courier_sent > sent or p._acc.queued_batches() == 0,
+                                      timeout=5.0)
+            p.flush(30)
+            assert all(f.exception(0) is None for f in futures)
+            m = p.metrics()
+            # 0 without the courier; about one per burst with it.
+            assert m["requests_by_courier"] >= n_bursts // 2 and m["producer_id_resets"] == 0
+    finally:
+        sys.setswitchinterval(old)
+    got = read_back(broker.bootstrap, "bursts")
+    values = [int(msg.value) for part in got.values() for msg in part]
+    assert sorted(values) == list(range(-1, n_bursts * per_burst))
+    for part in got.values():                        # per partition, in send order
+        seq = [int(msg.value) for msg in part]
+        assert seq == sorted(seq)
