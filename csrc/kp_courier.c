@@ -33,6 +33,7 @@ struct kp_courier {
     kp_produce_topic *req_topics;
     size_t cap_scratch;
     uint64_t sent;              /* requests written (atomics) */
+    uint64_t seen_activity;     /* the application's sends at the courier's last look */
 };
 
 static int64_t now_us(void)
@@ -131,6 +132,14 @@ static void send_node(kp_courier *c, int32_t n, int64_t now)
     __atomic_add_fetch(&c->sent, 1, __ATOMIC_RELAXED);
 }
 
+/* With mu held: waits until `until` (CLOCK_MONOTONIC µs), an offer, an arming or stop. */
+static void wait_until(kp_courier *c, int64_t until)
+{
+    struct timespec ts = {.tv_sec = (time_t)(until / 1000000),
+                          .tv_nsec = (long)(until % 1000000) * 1000L};
+    pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+}
+
 static void *run(void *arg)
 {
     kp_courier *c = arg;
@@ -149,10 +158,21 @@ static void *run(void *arg)
         }
         int64_t now = now_us();
         if (now < due) {
-            struct timespec until = {.tv_sec = (time_t)(due / 1000000),
-                                     .tv_nsec = (long)(due % 1000000) * 1000L};
-            pthread_cond_timedwait(&c->cv, &c->mu, &until);
+            wait_until(c, due);
             continue;
+        }
+        if (c->plan.turn != NULL) {
+            /* An application that sent since the last look runs the step itself at its next
+             * send: leave the batch to it for two of its intervals, then look again. */
+            uint64_t a = kp_turn_activity(c->plan.turn);
+            if (a != c->seen_activity) {
+                c->seen_activity = a;
+                int64_t wait = 2 * kp_turn_send_interval_us(c->plan.turn);
+                if (wait < KP_COURIER_WAIT_MIN_US) wait = KP_COURIER_WAIT_MIN_US;
+                if (wait > KP_COURIER_WAIT_MAX_US) wait = KP_COURIER_WAIT_MAX_US;
+                wait_until(c, now + wait);
+                continue;
+            }
         }
         for (size_t n = 0; n < c->n_nodes; n++)
             if (c->nodes[n].used == 0)
@@ -213,6 +233,30 @@ void kp_courier_free(kp_courier *c)
 void kp_courier_lock(kp_courier *c) { pthread_mutex_lock(&c->mu); }
 int kp_courier_trylock(kp_courier *c) { return pthread_mutex_trylock(&c->mu) == 0; }
 void kp_courier_unlock(kp_courier *c) { pthread_mutex_unlock(&c->mu); }
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+int kp_courier_trylock_spin(kp_courier *c, int64_t spin_us)
+{
+    if (pthread_mutex_trylock(&c->mu) == 0)
+        return 1;
+    int64_t until = now_us() + spin_us;
+    do {
+        for (int i = 0; i < 64; i++) {
+            cpu_relax();
+            if (pthread_mutex_trylock(&c->mu) == 0)
+                return 1;
+        }
+    } while (now_us() < until);
+    return 0;
+}
 
 void kp_courier_reset(kp_courier *c)
 {

@@ -22,7 +22,11 @@
  *   writing an earlier request gets none; its batches wait for a step.
  * - A batch is offered (kp_courier_offer) when it is its partition's only queued batch and
  *   a first attempt; it is sent once its deadline (created + linger.ms, CLOCK_MONOTONIC µs)
- *   passes. Sending seals it (kp_batch_writer.sealed: appends start a new batch) and
+ *   passes, unless an application thread is sending: the turn raised `pending` at the same
+ *   deadline and that thread runs the step at its next send, so the courier first waits twice
+ *   its interval between sends (KP_COURIER_WAIT_MIN_US..KP_COURIER_WAIT_MAX_US) and sends
+ *   only if no step came and no send happened meanwhile (a busy application sending 50,000
+ *   records/s: p99 5.6 -> 6.8 ms when the courier and the step both sent). Sending seals it (kp_batch_writer.sealed: appends start a new batch) and
  *   finishes it (producer id, epoch, BaseSequence, CRC).
  * - A request the selector takes is written at once (kp_selector_fns.flush); whatever the
  *   socket does not take, and a failed write, is left to the next step's poll, which reports
@@ -36,8 +40,12 @@
 #include "kp_common.h"
 #include "kp_batch.h"
 #include "kp_selector.h"
+#include "kp_turn.h"
 
 typedef struct kp_courier kp_courier;
+
+#define KP_COURIER_WAIT_MIN_US 50
+#define KP_COURIER_WAIT_MAX_US 500
 
 /* A node of the plan: the connection and request the step chose for it. */
 typedef struct kp_courier_node {
@@ -68,6 +76,7 @@ typedef struct kp_courier_part {
 typedef struct kp_courier_plan {
     const kp_selector_fns *io;
     kp_selector *selector;
+    const kp_turn *turn;        /* the Sender's turn (an application that sends), or NULL */
     int64_t producer_id;        /* -1 without idempotence */
     int16_t producer_epoch;
     int16_t acks;
@@ -85,6 +94,12 @@ void kp_courier_free(kp_courier *c);
 /* The accumulator's lock. */
 void kp_courier_lock(kp_courier *c);
 int kp_courier_trylock(kp_courier *c);     /* 1: taken */
+/* Tries for up to spin_us (1: taken). The courier holds the lock for microseconds at a time,
+ * and a thread that holds the GIL spins this long before it waits without the GIL: letting
+ * the GIL go while the I/O thread wants it costs the application a switch interval (5 ms)
+ * to get it back (10,000 and 50,000 sends/s from a busy loop: p99 5.2 -> 6.7 ms and
+ * 6.4 -> 8.9 ms when it let go at once). */
+int kp_courier_trylock_spin(kp_courier *c, int64_t spin_us);
 void kp_courier_unlock(kp_courier *c);
 
 /* With the lock held. Disarms the courier and forgets the plan. */

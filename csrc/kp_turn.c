@@ -563,6 +563,11 @@ long kp_turn_watcher_slack_ns(const kp_turn *t)
     return __atomic_load_n(&t->slack_ns, __ATOMIC_RELAXED);
 }
 
+uint64_t kp_turn_activity(const kp_turn *t)
+{
+    return __atomic_load_n(&t->activity, __ATOMIC_RELAXED);
+}
+
 uint64_t kp_turn_raised(const kp_turn *t)
 {
     return __atomic_load_n(&t->raised, __ATOMIC_RELAXED);

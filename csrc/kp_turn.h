@@ -91,6 +91,9 @@ int64_t kp_turn_grace_us(const kp_turn *t, int floor_ms);
 /* The application's mean interval between sends as kp_turn_done measures it (0: not known). */
 int64_t kp_turn_send_interval_us(const kp_turn *t);
 
+/* How many times application threads sent (kp_turn_touch), for another thread's looks. */
+uint64_t kp_turn_activity(const kp_turn *t);
+
 /* Event loops (asyncio) as the stepping thread. kp_turn_loop_fd gives an eventfd (created
  * once, owned by the turn; KP_ERR_SYS with *sys_errno) that becomes readable each time
  * pending rises while at least one loop is attached: the loop watches it and runs the step

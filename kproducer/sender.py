@@ -188,6 +188,9 @@ class Sender:
                 self._fail_all(KafkaError("the producer was closed before this record was sent"))
             elif self.acks == 0:
                 self._acks0_barrier()
+            # Disarmed before the turn and the selector it writes to go (the courier's plan
+            # points at both).
+            self._take_courier_sends(self.time.mono_ms())
             self.turn.close()
             self.client.close()
         log.debug("sender thread stopped")

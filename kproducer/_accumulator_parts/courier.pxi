@@ -8,6 +8,11 @@ from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from kproducer._cdefs.courier cimport *
 
 
+# How long a thread spins for the accumulator's lock before it waits without the GIL: longer
+# than the courier holds it to seal and write a request (tens of microseconds).
+cdef int64_t LOCK_SPIN_US = 200
+
+
 cdef class Courier:
     """The accumulator's lock and the courier thread behind it (kp_courier.h)."""
     cdef kp_courier *c
@@ -25,7 +30,8 @@ cdef class Courier:
         self.c = NULL
 
     cdef inline void lock(self):
-        if not kp_courier_trylock(self.c):
+        # Spin a little first, with the GIL: see kp_courier_trylock_spin.
+        if not kp_courier_trylock_spin(self.c, LOCK_SPIN_US):
             with nogil:
                 kp_courier_lock(self.c)
 
@@ -84,6 +90,7 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, obj
                                  kp_turn_wall_to_mono_us(head.created_ms + acc.linger_ms))
     plan.io = <const kp_selector_fns *>PyCapsule_GetPointer(selector_io[1], b"kproducer.kp_selector_fns")
     plan.selector = <kp_selector *>PyCapsule_GetPointer(selector_io[0], b"kproducer.kp_selector")
+    plan.turn = NULL if acc.turn is None else acc.turn.t
     acc._courier_pid = producer_id
     acc._courier_epoch = <int16_t>producer_epoch
     plan.producer_id = producer_id

@@ -2,6 +2,7 @@
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint64_t
 from kproducer._cdefs.common cimport kp_status
 from kproducer._cdefs.batch cimport kp_batch_writer
+from kproducer._cdefs.turn cimport kp_turn
 
 cdef extern from "kp_courier.h" nogil:
     ctypedef struct kp_selector:
@@ -33,6 +34,7 @@ cdef extern from "kp_courier.h" nogil:
     ctypedef struct kp_courier_plan:
         const kp_selector_fns *io
         kp_selector *selector
+        const kp_turn *turn
         int64_t producer_id
         int16_t producer_epoch
         int16_t acks
@@ -45,6 +47,7 @@ cdef extern from "kp_courier.h" nogil:
     void kp_courier_free(kp_courier *c)
     void kp_courier_lock(kp_courier *c)
     int kp_courier_trylock(kp_courier *c)
+    int kp_courier_trylock_spin(kp_courier *c, int64_t spin_us)
     void kp_courier_unlock(kp_courier *c)
     void kp_courier_reset(kp_courier *c)
     int32_t kp_courier_add_node(kp_courier *c, int32_t node_id, int32_t conn_id, int version,

@@ -18,6 +18,7 @@ cdef extern from "kp_turn.h" nogil:
     int kp_turn_wait_io(kp_turn *t, int grace_ms)
     int64_t kp_turn_grace_us(const kp_turn *t, int floor_ms)
     int64_t kp_turn_send_interval_us(const kp_turn *t)
+    uint64_t kp_turn_activity(const kp_turn *t)
     kp_status kp_turn_loop_fd(kp_turn *t, int *fd_out, int *sys_errno)
     void kp_turn_attach_loop(kp_turn *t, int delta, int grace_ms)
     int64_t kp_turn_now_ms()
