@@ -83,12 +83,15 @@ static void send_node(kp_courier *c, int32_t n, int64_t now)
     }
     if (n_chosen == 0)
         return;
+    /* From here on a failure leaves the node to the next step, which finishes the batches
+     * again and reports what is wrong; the courier does not look at it again (used = -1). */
+    node->used = -1;
     size_t n_topics = 0;
     for (size_t k = 0; k < n_chosen; k++) {
         kp_courier_part *p = &c->parts[c->chosen[k]];
         int32_t seq = pl->producer_id >= 0 ? p->base_sequence : -1;
         if (kp_batch_finish(p->batch, 0, pl->producer_id, pl->producer_epoch, seq) != KP_OK)
-            return;     /* the step finishes it again, and reports what is wrong */
+            return;
         c->req_parts[k].index = p->partition;
         c->req_parts[k].records = p->batch->buf.data;
         c->req_parts[k].records_len = (int64_t)p->batch->buf.len;

@@ -487,12 +487,16 @@ class NetworkClient:
         self._next_cid = (cid + 1) & 0x7FFFFFFF or 1
         return cid
 
-    def can_take_request(self, node_id: int) -> bool:
-        """The node is READY, has room in flight, and a request staged on its connection
-        now would be written at once: nothing waits to be staged or written before it."""
+    def reserve_request(self, node_id: int, api_key: int) -> Optional[tuple]:
+        """(connection id, version, correlation id) for a request that the courier may write
+        to the node before the next poll, or None when the node cannot take one now: it must
+        be READY, have room in flight, and nothing may wait to be staged or written before
+        the request (one staged send per connection)."""
         ns = self.nodes.get(node_id)
-        return (ns is not None and ns.state == READY and not ns.pending
-                and len(ns.in_flight) < self.max_in_flight and all(e.sent for e in ns.in_flight))
+        if (ns is None or ns.state != READY or ns.pending or len(ns.in_flight) >= self.max_in_flight
+                or not all(e.sent for e in ns.in_flight) or api_key not in ns.versions):
+            return None
+        return ns.slot, ns.versions[api_key], self.reserve_correlation_id()
 
     def adopt(self, node_id: int, api_key: int, version: int, correlation_id: int, request,
               callback: Callable, send_ms: int, *, decoder: Optional[Callable] = None) -> None:

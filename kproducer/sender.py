@@ -35,9 +35,10 @@ stepping for a switch interval.
 
 One step: take the courier's requests, ``poll(0)`` for the responses that arrived, refresh
 metadata when due, obtain a producer id when idempotent, then ``ready`` -> ``drain`` -> one
-Produce request per broker -> ``poll(0)`` -> arm the courier. Responses complete batches, retry them (back to the head of their
-partition's queue, in sequence order, after a backoff), split them (MESSAGE_TOO_LARGE) or
-fail them with an error that names the broker's error code.
+Produce request per broker -> ``poll(0)`` -> arm the courier. Responses complete batches,
+retry them (back to the head of their partition's queue, in sequence order, after a
+backoff), split them (MESSAGE_TOO_LARGE) or fail them with an error that names the
+broker's error code.
 
 Idempotence: InitProducerId gives a producer id and epoch; each partition's
 batches carry consecutive BaseSequence numbers. DUPLICATE_SEQUENCE_NUMBER counts
@@ -339,10 +340,11 @@ class Sender:
             return
         if self.idempotent and (self._need_pid or self.producer_id < 0):
             return
-        client = self.client
-        nodes = {node_id: (client.nodes[node_id].slot, client.api_version(node_id, v.PRODUCE),
-                           client.reserve_correlation_id())
-                 for node_id in client.nodes if client.can_take_request(node_id)}
+        nodes = {}
+        for node_id in self.client.nodes:
+            request = self.client.reserve_request(node_id, v.PRODUCE)
+            if request is not None:
+                nodes[node_id] = request
         if nodes:
             self.acc.arm_courier(self._courier_io, nodes, self._leader_of_fn(), self.muted,
                                  self.next_seq if self.idempotent else None, self.producer_id,
@@ -353,25 +355,14 @@ class Sender:
         """As the step begins: the requests the courier sent since the last step become
         in-flight requests of the client, their batches in-flight batches, as if the last
         step had sent them."""
-        stats = self.stats
         for node, cid, version, send_ms, batches in self.acc.take_courier_sends(self.time.wall_ms()):
-            by_topic = defaultdict(list)
-            for b in batches:
-                tp = (b.topic, b.partition)
-                if self.idempotent:
-                    self.next_seq[tp] = (b.base_sequence + b.record_count) % _SEQ_MOD
-                self.in_flight[tp].append(b)
-                by_topic[b.topic].append((b.partition, b))
-                size = b.size_in_bytes
-                stats["batch_bytes"] += size
-                if size > stats["max_batch_bytes"]:
-                    stats["max_batch_bytes"] = size
-            self.client.adopt(node, v.PRODUCE, version, cid, list(by_topic.items()),
+            if self.idempotent:
+                for b in batches:
+                    self.next_seq[(b.topic, b.partition)] = (b.base_sequence + b.record_count) % _SEQ_MOD
+            self.client.adopt(node, v.PRODUCE, version, cid, self._into_flight(batches),
                               lambda resp, err, batches=batches: self._on_produce(batches, resp, err),
                               send_ms, decoder=decode_produce_response)
-            stats["requests"] += 1
-            stats["requests_by_courier"] += 1
-            stats["batches"] += len(batches)
+            self.stats["requests_by_courier"] += 1
 
     def _on_auth_failure(self, node: int, exc, wall: int) -> None:
         """A failed SASL authentication is not retried (Java's AuthenticationException):
@@ -447,18 +438,27 @@ class Sender:
         elif b.producer_id != self.producer_id or b.producer_epoch != self.producer_epoch or not b.finished:
             b.finish(self.producer_id, self.producer_epoch, b.base_sequence, self.txn is not None)
 
-    def _send_produce(self, node: int, batches: list, now: int) -> None:
+    def _into_flight(self, batches: list) -> list:
+        """The batches of one Produce request go in flight, counted in the metrics; returns
+        the request's topics, [(topic, [(partition, batch)])] (batches export their bytes
+        through the buffer protocol)."""
         by_topic = defaultdict(list)
         stats = self.stats
         for b in batches:
-            self._prepare(b)
-            by_topic[b.topic].append((b.partition, b))   # batches export their bytes (buffer protocol)
+            by_topic[b.topic].append((b.partition, b))
             self.in_flight[(b.topic, b.partition)].append(b)
             size = b.size_in_bytes
             stats["batch_bytes"] += size
             if size > stats["max_batch_bytes"]:
                 stats["max_batch_bytes"] = size
-        topics = list(by_topic.items())
+        stats["requests"] += 1
+        stats["batches"] += len(batches)
+        return list(by_topic.items())
+
+    def _send_produce(self, node: int, batches: list, now: int) -> None:
+        for b in batches:
+            self._prepare(b)
+        topics = self._into_flight(batches)
         acks, timeout_ms, txn_id = self.acks, self.request_timeout_ms, self.transactional_id
 
         def encode(version, correlation_id, client_id):
@@ -475,8 +475,6 @@ class Sender:
                              decoder=decode_produce_response)
         except KafkaError as exc:
             self._on_produce(batches, None, exc)
-        self.stats["requests"] += 1
-        self.stats["batches"] += len(batches)
 
     def _on_produce(self, batches: list, resp, err) -> None:
         """``resp`` is decode_produce_response's (correlation_id, [(topic, partition,

@@ -274,3 +274,29 @@ def test_bursts_between_computing_keep_order_and_sequences(broker):
     for part in got.values():                        # per partition, in send order
         seq = [int(msg.value) for msg in part]
         assert seq == sorted(seq)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("on", ["request", "response"])
+def test_a_courier_request_cut_off_is_retried_and_stored_once(proxied_broker, gil_held, on):
+    """The connection is reset under the courier's request: before the broker read it, or
+    after it stored the batch. The next step fails the request it took over, the batch is
+    retried with its sequence, and the record is stored once."""
+    broker, proxy = proxied_broker
+    broker.create_topic("cut", 1)
+    with Producer(bootstrap_servers=proxy.bootstrap, linger_ms=LINGER_MS, retry_backoff_ms=20,
+                  reconnect_backoff_ms=20) as p:
+        p.send("cut", b"warm").result(10)
+        _wait_armed(p)
+        proxy.cut_on_api(0, on=on)                     # the next Produce request
+        sent = p._acc.courier_sent
+        f = p.send("cut", b"one")
+        assert _compute_until(lambda: p._acc.courier_sent > sent, timeout=2.0)
+        # (Waits: the GIL goes to the others.) A resend of a stored batch is answered
+        # DUPLICATE_SEQUENCE_NUMBER, without its offset (TANSU.md).
+        assert f.result(30).offset == (1 if on == "request" else -1)
+        assert proxy.stats()["api_cuts"] == 1
+        m = p.metrics()
+        assert m["retries"] >= 1 and m["requests_by_courier"] >= 1 and m["producer_id_resets"] == 0
+    got = read_back(broker.bootstrap, "cut")
+    assert [msg.value for msg in got[0]] == [b"warm", b"one"]

@@ -209,6 +209,44 @@ def test_request_timeout_disconnects_and_fails_in_flight_requests(clock, sel):
     assert sel.poll_timeouts[-1] == 0
 
 
+def test_a_request_the_courier_wrote_is_reserved_then_adopted_in_order(clock, sel):
+    """reserve_request names the connection, version and a correlation id only while a
+    request staged now would be written at once; adopt() tracks the courier's request as
+    if send() had staged it: marked sent by the next poll, answered in order."""
+    from kproducer.protocol import PRODUCE
+    client = new_client(clock, sel, max_in_flight=2)
+    assert client.reserve_request(0, PRODUCE) is None               # no such node
+    slot = make_ready(client, sel, clock)
+    conn, version, cid = client.reserve_request(0, PRODUCE)
+    assert conn == slot and version == client.api_version(0, PRODUCE)
+    first = metadata_request(client, clock)                         # a later request
+    assert client.reserve_request(0, PRODUCE) is None               # staged, not written yet
+    sel.then(sent=[slot])
+    client.poll(0, clock.mono_ms())
+    adopted = []
+    client.adopt(0, PRODUCE, version, cid, "req", lambda r, e: adopted.append((r, e)),
+                 clock.mono_ms(), decoder=lambda ver, payload: ("decoded", ver))
+    assert client.in_flight_count(0) == 2
+    assert client.reserve_request(0, PRODUCE) is None               # max_in_flight=2 reached
+    second = metadata_request(client, clock)                        # waits behind the unsent one
+    assert len(sel.sent) == 2                                       # ApiVersions, Metadata
+    sel.then(sent=[slot])                                           # the courier's, reported
+    client.poll(0, clock.mono_ms())
+    assert len(sel.sent) == 3                                       # now the second is staged
+    _, mversion, mcid = request_header(sel.sent[1][1])
+    sel.then(received=[(slot, encode_response(METADATA, mversion, MetadataResponse(
+        throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[]), mcid)),
+        (slot, struct.pack(">i", cid))])
+    client.poll(0, clock.mono_ms())
+    assert first and first[0][1] is None
+    assert adopted == [(("decoded", version), None)]
+    assert not second
+    # A node that is gone by the time its request is taken fails the request at once.
+    lost = []
+    client.adopt(9, PRODUCE, version, 77, "req", lambda r, e: lost.append(e), clock.mono_ms())
+    assert isinstance(lost[0], NetworkError) and "node 9" in str(lost[0])
+
+
 def test_reconnect_backoff_grows_and_is_reset_once_ready(clock, sel):
     client = new_client(clock, sel, reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000)
     client.set_node(0, "10.0.0.1", 9092)
