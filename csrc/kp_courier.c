@@ -268,19 +268,28 @@ void kp_courier_reset(kp_courier *c)
     c->n_parts = 0;
 }
 
+/* Room for item n of an array of `size`-byte items with *cap of them (doubling from
+ * `first`; indexes stay int32): 0, or -1 (no memory, or too many). */
+static int make_room(void **items, size_t *cap, size_t n, size_t size, size_t first)
+{
+    if (n < *cap)
+        return 0;
+    size_t want = *cap ? *cap * 2 : first;
+    if (want > INT32_MAX)
+        return -1;
+    void *p = realloc(*items, want * size);
+    if (!p)
+        return -1;
+    *items = p;
+    *cap = want;
+    return 0;
+}
+
 int32_t kp_courier_add_node(kp_courier *c, int32_t node_id, int32_t conn_id, int version,
                             int32_t correlation_id)
 {
-    if (c->n_nodes == c->cap_nodes) {
-        size_t cap = c->cap_nodes ? c->cap_nodes * 2 : 8;
-        if (cap > INT32_MAX)
-            return -1;
-        kp_courier_node *p = realloc(c->nodes, cap * sizeof *p);
-        if (!p)
-            return -1;
-        c->nodes = p;
-        c->cap_nodes = cap;
-    }
+    if (make_room((void **)&c->nodes, &c->cap_nodes, c->n_nodes, sizeof *c->nodes, 8) != 0)
+        return -1;
     kp_courier_node *n = &c->nodes[c->n_nodes];
     n->node_id = node_id;
     n->conn_id = conn_id;
@@ -296,16 +305,8 @@ int32_t kp_courier_add_part(kp_courier *c, int32_t node, const uint8_t *topic, s
 {
     if (node < 0 || (size_t)node >= c->n_nodes)
         return -1;
-    if (c->n_parts == c->cap_parts) {
-        size_t cap = c->cap_parts ? c->cap_parts * 2 : 16;
-        if (cap > INT32_MAX)
-            return -1;
-        kp_courier_part *p = realloc(c->parts, cap * sizeof *p);
-        if (!p)
-            return -1;
-        c->parts = p;
-        c->cap_parts = cap;
-    }
+    if (make_room((void **)&c->parts, &c->cap_parts, c->n_parts, sizeof *c->parts, 16) != 0)
+        return -1;
     kp_courier_part *p = &c->parts[c->n_parts];
     p->topic = topic;
     p->topic_len = topic_len;

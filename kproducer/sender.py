@@ -150,6 +150,7 @@ class Sender:
             self._courier_io = selector.courier_io()
         self._client_id = None if self._courier_io is None or client.client_id is None \
             else client.client_id.encode()
+        self._courier_leader_cache = None    # (metadata version, _courier_leaders())
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -346,10 +347,27 @@ class Sender:
             if request is not None:
                 nodes[node_id] = request
         if nodes:
-            self.acc.arm_courier(self._courier_io, nodes, self._leader_of_fn(), self.muted,
+            self.acc.arm_courier(self._courier_io, nodes, self._courier_leaders(), self.muted,
                                  self.next_seq if self.idempotent else None, self.producer_id,
                                  self.producer_epoch, self.acks, self.request_timeout_ms,
                                  self._client_id)
+
+    def _courier_leaders(self) -> dict:
+        """{topic: [leader node id, -1 when none, by partition]} of the accumulator's topics,
+        rebuilt when the metadata changes: the courier is armed at every step, and a call per
+        partition there cost 0.3 µs each (64 partitions: 25 µs a step)."""
+        version = self.metadata.version
+        cached = self._courier_leader_cache
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        leader_of = self._leader_of_fn()
+        leaders = {}
+        for topic in self.acc.topics():
+            n = self.acc.partition_count(topic)
+            if n:
+                leaders[topic] = [leader_of(topic, p) for p in range(n)]
+        self._courier_leader_cache = (version, leaders)
+        return leaders
 
     def _take_courier_sends(self, now: int) -> None:
         """As the step begins: the requests the courier sent since the last step become

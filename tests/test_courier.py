@@ -27,6 +27,9 @@ def leader(topic, partition):
     return 7
 
 
+LEADERS = {"t": [7, 7]}       # the accumulator's topic "t": both partitions led by node 7
+
+
 @pytest.fixture
 def link():
     """(selector, server side socket): connection 0 of the selector, connected."""
@@ -97,7 +100,7 @@ def _acc():
 def test_the_courier_writes_a_lingering_batch_at_its_deadline(link):
     sel, conn = link
     acc = _acc()
-    acc.arm_courier(sel.courier_io(), {7: (0, 3, 4242)}, leader, None, {("t", 1): 5},
+    acc.arm_courier(sel.courier_io(), {7: (0, 3, 4242)}, LEADERS, None, {("t", 1): 5},
                     1000, 2, -1, 30000, b"app")
     t0 = time.monotonic()
     acc.append("t", 1, b"k", b"v1", 1_700_000_000_000, None, None)
@@ -129,7 +132,7 @@ def test_the_courier_writes_a_lingering_batch_at_its_deadline(link):
 def test_one_request_per_node_with_every_due_partition(link):
     sel, conn = link
     acc = _acc()
-    acc.arm_courier(sel.courier_io(), {7: (0, 3, 9)}, leader, None, None, -1, -1, 1, 1000, None)
+    acc.arm_courier(sel.courier_io(), {7: (0, 3, 9)}, LEADERS, None, None, -1, -1, 1, 1000, None)
     acc.append("t", 0, None, b"a", None, None, None)
     acc.append("t", 1, None, b"b", None, None, None)
     cid, client_id, acks, timeout, parts = _parse_produce_v3(_recv_frame(conn))
@@ -147,7 +150,7 @@ def test_one_request_per_node_with_every_due_partition(link):
 def test_the_queues_are_the_steps_again_only_after_the_take(link):
     sel, conn = link
     acc = _acc()
-    acc.arm_courier(sel.courier_io(), {7: (0, 3, 1)}, leader, None, None, -1, -1, 1, 1000, None)
+    acc.arm_courier(sel.courier_io(), {7: (0, 3, 1)}, LEADERS, None, None, -1, -1, 1, 1000, None)
     with pytest.raises(RuntimeError, match="take_courier_sends"):
         acc.drain(leader, {7}, 1 << 20, 0)
     with pytest.raises(RuntimeError, match="take_courier_sends"):
@@ -160,7 +163,7 @@ def test_a_connection_still_writing_gets_nothing(link):
     sel, conn = link
     acc = _acc()
     sel.send(0, struct.pack(">i", 4) + b"busy")     # staged, not yet written: no poll ran
-    acc.arm_courier(sel.courier_io(), {7: (0, 3, 1)}, leader, None, None, -1, -1, 1, 1000, None)
+    acc.arm_courier(sel.courier_io(), {7: (0, 3, 1)}, LEADERS, None, None, -1, -1, 1, 1000, None)
     acc.append("t", 0, None, b"a", None, None, None)
     # The courier would have written it LINGER_MS after the append; wait well past that.
     time.sleep(5 * LINGER_MS / 1000)
@@ -169,7 +172,7 @@ def test_a_connection_still_writing_gets_nothing(link):
     sel.poll(0)
     assert _recv_frame(conn) == b"busy"
     # Armed again with the connection free, the courier sends the batch at once (it lingered).
-    acc.arm_courier(sel.courier_io(), {7: (0, 3, 2)}, leader, None, None, -1, -1, 1, 1000, None)
+    acc.arm_courier(sel.courier_io(), {7: (0, 3, 2)}, LEADERS, None, None, -1, -1, 1, 1000, None)
     assert _parse_produce_v3(_recv_frame(conn))[0] == 2
 
 
@@ -179,7 +182,7 @@ def test_only_a_lone_first_attempt_is_offered(link):
     acc.append("t", 0, None, b"x" * 600, None, None, None)
     acc.append("t", 0, None, b"x" * 600, None, None, None)     # a second batch: full first one
     acc.append("t", 1, None, b"m", None, None, None)
-    acc.arm_courier(sel.courier_io(), {7: (0, 3, 3)}, leader, {("t", 1)}, None, -1, -1, 1, 1000, None)
+    acc.arm_courier(sel.courier_io(), {7: (0, 3, 3)}, LEADERS, {("t", 1)}, None, -1, -1, 1, 1000, None)
     time.sleep(5 * LINGER_MS / 1000)                # partition 0 has two, 1 is muted
     assert acc.courier_sent == 0
     assert acc.take_courier_sends(0) == [] and acc.queued_batches() == 3

@@ -880,16 +880,17 @@ cdef class RecordAccumulator:
 
     # -- the courier (courier.pxi) ------------------------------------------------------
 
-    def arm_courier(self, selector_io, dict nodes, leader_of, muted, next_seq, int64_t producer_id,
+    def arm_courier(self, selector_io, dict nodes, dict leaders, muted, next_seq, int64_t producer_id,
                     int producer_epoch, int acks, int32_t timeout_ms, bytes client_id):
         """The Sender, as its step ends: until the next step, the courier may send one
         Produce request to each of ``nodes`` ({node_id: (connection id, Produce version,
         reserved correlation id)}), holding the lingering batches of the partitions they lead
-        whose linger.ms is over; ``selector_io`` is Selector.courier_io(), ``next_seq``
-        {(topic, partition): BaseSequence} (None without idempotence)."""
+        (``leaders``: {topic: [leader node id by partition]}) whose linger.ms is over;
+        ``selector_io`` is Selector.courier_io(), ``next_seq`` {(topic, partition):
+        BaseSequence} (None without idempotence)."""
         self._acquire()
         try:
-            _courier_arm(self, selector_io, nodes, leader_of, muted, next_seq, producer_id,
+            _courier_arm(self, selector_io, nodes, leaders, muted, next_seq, producer_id,
                          producer_epoch, acks, timeout_ms, client_id)
         finally:
             self._release()

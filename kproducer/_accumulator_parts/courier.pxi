@@ -44,13 +44,14 @@ cdef class Courier:
         return kp_courier_sent(self.c)
 
 
-cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, object leader_of,
+cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dict leaders,
                       object muted, object next_seq, int64_t producer_id, int producer_epoch,
                       int acks, int32_t timeout_ms, bytes client_id) except -1:
     """Builds the courier's plan (the accumulator's lock is held): ``nodes`` {node_id:
-    (connection id, Produce version, reserved correlation id)} can take a request now; every
-    partition they lead that is not ``muted`` and has no batch or one lingering first attempt
-    gets a slot, and that batch is offered."""
+    (connection id, Produce version, reserved correlation id)} can take a request now;
+    ``leaders`` {topic: [leader node id by partition]}. Every partition they lead that is not
+    ``muted`` and has no batch or one lingering first attempt gets a slot, and that batch is
+    offered."""
     cdef kp_courier *c = acc._courier.c
     cdef kp_courier_plan plan
     cdef dict index = {}
@@ -67,8 +68,12 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, obj
     for st in acc._topics.values():
         st.ensure_slots()
         name = PyUnicode_AsUTF8AndSize(st.topic, &name_len)
+        by_partition = leaders.get(st.topic)
+        n_known = 0 if by_partition is None else len(<list>by_partition)
         for p in range(st.num_partitions):
             st.courier_slot[p] = -1
+            if p >= n_known:
+                continue        # not in this metadata yet: the steps send it
             q = st.queues[p]
             head = None
             if q:
@@ -77,7 +82,7 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, obj
                 if (len(q) != 1 or head.attempts > 0 or head.closed or head.base_sequence >= 0
                         or st.open_batches[p] is not head):
                     continue
-            leader = index.get(leader_of(st.topic, p))
+            leader = index.get((<list>by_partition)[p])
             if leader is None or (muted and (st.topic, p) in muted):
                 continue
             part = kp_courier_add_part(c, leader, <const uint8_t *>name, <size_t>name_len, p,
