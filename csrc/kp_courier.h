@@ -110,8 +110,9 @@ int32_t kp_courier_add_node(kp_courier *c, int32_t node_id, int32_t conn_id, int
                             int32_t correlation_id);
 int32_t kp_courier_add_part(kp_courier *c, int32_t node, const uint8_t *topic, size_t topic_len,
                             int32_t partition, int32_t base_sequence);
-/* Offers part's batch, sendable at due_us; ignored when the courier is not armed or the part
- * has one (or had one sent) already. */
+/* Offers part's batch, sendable at due_us; ignored for a part not in the plan or one that
+ * has a batch (or had one sent) already. The accumulator offers only while the courier is
+ * armed, or while the step builds the plan. */
 void kp_courier_offer(kp_courier *c, int32_t part, kp_batch_writer *batch, void *owner,
                       int64_t due_us);
 /* Arms the courier with the plan built since the last reset (and the offers made). */
