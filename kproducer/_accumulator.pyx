@@ -17,8 +17,6 @@ too: the courier, which seals and sends a lingering batch between two Sender ste
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact, PyBytes_FromStringAndSize
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
-from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock,
-                               PyThread_acquire_lock, PyThread_release_lock, WAIT_LOCK, NOWAIT_LOCK)
 from cpython.unicode cimport PyUnicode_Check
 from cpython.long cimport PyLong_CheckExact
 from cpython.number cimport PyIndex_Check
