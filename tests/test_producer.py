@@ -575,8 +575,12 @@ def _inject_produce_error(producer, code: int, times: int = 1):
     # courier (which writes lingering batches itself) stays off from now on.
     sender = producer._sender
     sender._courier_io = None
-    with sender._step_lock:     # the last step armed it: take what it sent, disarm it
-        sender._take_courier_sends(sender.time.mono_ms())
+    # The last step armed it: a step of this thread takes what it sent and does not arm it
+    # again (a step already running elsewhere may have; then this one comes after it).
+    deadline = time.monotonic() + 10
+    while not sender.step_from_app():
+        assert time.monotonic() < deadline, "no step could run"
+        time.sleep(0.001)
 
     def send(node_id, api_key, request, callback, now, **kw):
         if api_key == PRODUCE and left[0] > 0:
