@@ -126,11 +126,21 @@ def test_sanitizer_build_runs_codec_tests_clean(tmp_path):
     assert "cycles done" in leaks.stdout
 
 
+# The C files each plain-C test links besides its own csrc/kp_<unit>.c.
+C_UNIT_DEPS = {
+    "crc32c": [],
+    "produce": [],
+    # The courier with a fake selector: batches, the Produce encoder, the turn's counters.
+    "courier": ["produce", "batch", "buf", "crc32c", "turn"],
+}
+
+
 @pytest.mark.parametrize("flags", [[], SANITIZE], ids=["plain", "asan-ubsan"])
-@pytest.mark.parametrize("unit", ["crc32c", "produce"])
+@pytest.mark.parametrize("unit", sorted(C_UNIT_DEPS))
 def test_c_unit_tests(tmp_path, flags, unit):
     exe = tmp_path / f"test_{unit}"
+    sources = [str(ROOT / f"csrc/kp_{name}.c") for name in (unit, *C_UNIT_DEPS[unit])]
     _run(["gcc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", *flags, f"-I{ROOT / 'csrc'}",
-          str(ROOT / f"csrc/kp_{unit}.c"), str(ROOT / f"csrc/tests/test_{unit}.c"), "-pthread", "-o", str(exe)])
+          *sources, str(ROOT / f"csrc/tests/test_{unit}.c"), "-pthread", "-o", str(exe)])
     out = _run([str(exe)]).stdout
     assert " 0 failures" in out and f"test_{unit}:" in out
