@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,7 +20,6 @@ struct kp_courier {
     int stop;
     int armed;
     kp_courier_plan plan;
-    uint8_t *client_id;         /* the plan's copy */
     kp_courier_node *nodes;
     size_t n_nodes, cap_nodes;
     kp_courier_part *parts;
@@ -224,7 +222,6 @@ void kp_courier_free(kp_courier *c)
     pthread_join(c->thread, NULL);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
-    free(c->client_id);
     free(c->nodes);
     free(c->parts);
     free(c->chosen);
@@ -234,7 +231,6 @@ void kp_courier_free(kp_courier *c)
 }
 
 void kp_courier_lock(kp_courier *c) { pthread_mutex_lock(&c->mu); }
-int kp_courier_trylock(kp_courier *c) { return pthread_mutex_trylock(&c->mu) == 0; }
 void kp_courier_unlock(kp_courier *c) { pthread_mutex_unlock(&c->mu); }
 
 static inline void cpu_relax(void)
@@ -348,19 +344,7 @@ kp_status kp_courier_arm(kp_courier *c, const kp_courier_plan *plan)
             return KP_ERR_NOMEM;
         c->cap_scratch = c->n_parts;
     }
-    size_t id_len = plan->client_id ? plan->client_id_len : 0;
-    uint8_t *id = NULL;
-    if (plan->client_id) {
-        id = malloc(id_len ? id_len : 1);
-        if (!id)
-            return KP_ERR_NOMEM;
-        memcpy(id, plan->client_id, id_len);
-    }
-    free(c->client_id);
-    c->client_id = id;
     c->plan = *plan;
-    c->plan.client_id = id;
-    c->plan.client_id_len = id_len;
     c->armed = 1;
     pthread_cond_signal(&c->cv);
     return KP_OK;
@@ -378,6 +362,11 @@ const kp_courier_part *kp_courier_parts(const kp_courier *c, size_t *n)
 {
     *n = c->n_parts;
     return c->parts;
+}
+
+const kp_courier_plan *kp_courier_current_plan(const kp_courier *c)
+{
+    return &c->plan;
 }
 
 uint64_t kp_courier_sent(const kp_courier *c)

@@ -72,7 +72,7 @@ typedef struct kp_courier_part {
     int sent;                   /* 1: sealed, finished and sent in its node's request */
 } kp_courier_part;
 
-/* What the courier sends with, for one arming (copied by kp_courier_arm). */
+/* What the courier sends with, for one arming (the struct is copied by kp_courier_arm). */
 typedef struct kp_courier_plan {
     const kp_selector_fns *io;
     kp_selector *selector;
@@ -81,7 +81,8 @@ typedef struct kp_courier_plan {
     int16_t producer_epoch;
     int16_t acks;
     int32_t timeout_ms;
-    const uint8_t *client_id;   /* NULL: a null ClientId; copied */
+    const uint8_t *client_id;   /* NULL: a null ClientId; borrowed, kept by the caller while
+                                   the courier is armed */
     size_t client_id_len;
     size_t max_request_size;
 } kp_courier_plan;
@@ -93,7 +94,6 @@ void kp_courier_free(kp_courier *c);
 
 /* The accumulator's lock. */
 void kp_courier_lock(kp_courier *c);
-int kp_courier_trylock(kp_courier *c);     /* 1: taken */
 /* Tries for up to spin_us (1: taken). The courier holds the lock for microseconds at a time,
  * and a thread that holds the GIL spins this long before it waits without the GIL: letting
  * the GIL go while the I/O thread wants it costs the application a switch interval (5 ms)
@@ -124,6 +124,8 @@ int kp_courier_armed(const kp_courier *c);
  * reads what was sent), valid until the next reset. */
 const kp_courier_node *kp_courier_nodes(const kp_courier *c, size_t *n);
 const kp_courier_part *kp_courier_parts(const kp_courier *c, size_t *n);
+/* The plan the courier was last armed with (its producer id and epoch finished the batches). */
+const kp_courier_plan *kp_courier_current_plan(const kp_courier *c);
 
 /* Requests the courier sent (for metrics and tests; read without the lock). */
 uint64_t kp_courier_sent(const kp_courier *c);

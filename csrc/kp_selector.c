@@ -567,20 +567,29 @@ static int conn_read_tls(kp_selector *s, int32_t id, kp_conn *c);
 
 /* One send(2) of the rest of the staged send (TLS: SSL_write calls, see
  * KP_SEL_TLS_WRITE_BUDGET). Returns -1 if the connection was closed. */
-static int conn_write(kp_selector *s, int32_t id, kp_conn *c)
+/* One send(2) of what is left of a plaintext connection's staged send: the bytes written,
+ * 0 (EAGAIN, EINTR), or -errno. */
+static ssize_t conn_send_rest(kp_conn *c)
 {
-    if (KP_UNLIKELY(c->ssl != NULL)) return conn_write_tls(s, id, c);
-    size_t left = c->tx.len - c->tx_off;
-    if (!left) return c->tx.len ? conn_write_done(s, id, c) : 0;   /* kp_selector_flush wrote it */
-    ssize_t w = send(c->fd, c->tx.data + c->tx_off, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w = send(c->fd, c->tx.data + c->tx_off, c->tx.len - c->tx_off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
         int e = errno;
-        if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) return 0;
-        report_disconnect(s, id, c, KP_ERR_SYS, e, 0);
-        return -1;
+        return (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) ? 0 : -e;
     }
     c->tx_off += (size_t)w;
     c->bytes_sent += (uint64_t)w;
+    return w;
+}
+
+static int conn_write(kp_selector *s, int32_t id, kp_conn *c)
+{
+    if (KP_UNLIKELY(c->ssl != NULL)) return conn_write_tls(s, id, c);
+    if (c->tx.len == c->tx_off) return c->tx.len ? conn_write_done(s, id, c) : 0;   /* flushed */
+    ssize_t w = conn_send_rest(c);
+    if (w < 0) {
+        report_disconnect(s, id, c, KP_ERR_SYS, (int)-w, 0);
+        return -1;
+    }
     if (c->tx_off < c->tx.len) return 0;
     return conn_write_done(s, id, c);
 }
@@ -591,11 +600,8 @@ int kp_selector_flush(kp_selector *s, int32_t id)
     kp_conn *c = &s->conns[id];
     if (c->state != KP_SEL_CONNECTED || c->fd < 0) return -1;
     if (c->ssl != NULL || c->tx.len <= c->tx_off) return 0;
-    ssize_t w = send(c->fd, c->tx.data + c->tx_off, c->tx.len - c->tx_off, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w <= 0) return 0;   /* EAGAIN, or a failure that the next poll's write meets again */
-    c->tx_off += (size_t)w;
-    c->bytes_sent += (uint64_t)w;
-    return (int)(w > INT_MAX ? INT_MAX : w);
+    ssize_t w = conn_send_rest(c);      /* a failure: the next poll's write meets it again */
+    return w <= 0 ? 0 : (int)(w > INT_MAX ? INT_MAX : w);
 }
 
 const kp_selector_fns kp_selector_functions = {

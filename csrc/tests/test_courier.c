@@ -59,22 +59,24 @@ static int fake_flush(kp_selector *s, int32_t id)
     return n;
 }
 
+static int fake_get(const int *field)
+{
+    pthread_mutex_lock(&fake.mu);
+    int r = *field;
+    pthread_mutex_unlock(&fake.mu);
+    return r;
+}
+
 static int fake_is_connected(const kp_selector *s, int32_t id)
 {
     (void)s; (void)id;
-    pthread_mutex_lock(&fake.mu);
-    int r = fake.connected;
-    pthread_mutex_unlock(&fake.mu);
-    return r;
+    return fake_get(&fake.connected);
 }
 
 static int fake_is_sending(const kp_selector *s, int32_t id)
 {
     (void)s; (void)id;
-    pthread_mutex_lock(&fake.mu);
-    int r = fake.sending;
-    pthread_mutex_unlock(&fake.mu);
-    return r;
+    return fake_get(&fake.sending);
 }
 
 static const kp_selector_fns fns = {fake_send, fake_flush, fake_is_connected, fake_is_sending};
@@ -92,10 +94,7 @@ static void fake_reset(int connected, int sending)
 
 static int fake_sends(void)
 {
-    pthread_mutex_lock(&fake.mu);
-    int n = fake.sends;
-    pthread_mutex_unlock(&fake.mu);
-    return n;
+    return fake_get(&fake.sends);
 }
 
 static int64_t now_us(void)

@@ -53,8 +53,7 @@ cdef class RecordAccumulator:
     # The lock (every queue) and the courier thread that sends lingering batches while the
     # GIL is busy elsewhere (courier.pxi).
     cdef Courier _courier
-    cdef int64_t _courier_pid
-    cdef int16_t _courier_epoch
+    cdef bytes _courier_client_id     # borrowed by the courier's plan while it is armed
     cdef _HeaderScratch _scratch
     cdef object _wakeup
     # The Sender's turn (set by the Sender): a batch that became sendable, or will be after

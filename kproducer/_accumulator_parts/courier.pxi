@@ -96,8 +96,6 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
     plan.io = <const kp_selector_fns *>PyCapsule_GetPointer(selector_io[1], b"kproducer.kp_selector_fns")
     plan.selector = <kp_selector *>PyCapsule_GetPointer(selector_io[0], b"kproducer.kp_selector")
     plan.turn = NULL if acc.turn is None else acc.turn.t
-    acc._courier_pid = producer_id
-    acc._courier_epoch = <int16_t>producer_epoch
     plan.producer_id = producer_id
     plan.producer_epoch = <int16_t>producer_epoch
     plan.acks = <int16_t>acks
@@ -107,6 +105,7 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
     if client_id is not None:
         plan.client_id = <const uint8_t *>PyBytes_AS_STRING(client_id)
         plan.client_id_len = <size_t>PyBytes_GET_SIZE(client_id)
+    acc._courier_client_id = client_id      # the plan borrows it
     plan.max_request_size = <size_t>acc.max_request_size
     if kp_courier_arm(c, &plan) != KP_OK:
         kp_courier_reset(c)     # no memory for the scratch: the steps send everything
@@ -121,6 +120,7 @@ cdef list _courier_take(RecordAccumulator acc, int64_t now):
     cdef size_t nn = 0, np_ = 0, i
     cdef const kp_courier_node *nodes = kp_courier_nodes(c, &nn)
     cdef const kp_courier_part *parts = kp_courier_parts(c, &np_)
+    cdef const kp_courier_plan *plan = kp_courier_current_plan(c)
     cdef list out = []
     cdef list sent_by = [None] * <Py_ssize_t>nn     # node index -> its request's batches
     cdef list batches
@@ -152,9 +152,9 @@ cdef list _courier_take(RecordAccumulator acc, int64_t now):
         b.w.buf.fixed = 0
         b.finished = True
         b.drained_ms = now
-        b.producer_id = acc._courier_pid
-        b.producer_epoch = acc._courier_epoch
-        b.base_sequence = parts[i].base_sequence if acc._courier_pid >= 0 else -1
+        b.producer_id = plan.producer_id
+        b.producer_epoch = plan.producer_epoch
+        b.base_sequence = parts[i].base_sequence if plan.producer_id >= 0 else -1
         batches = sent_by[parts[i].node]
         batches.append(b)
     kp_courier_reset(c)

@@ -46,7 +46,6 @@ cdef extern from "kp_courier.h" nogil:
     kp_status kp_courier_new(kp_courier **out, int *sys_errno)
     void kp_courier_free(kp_courier *c)
     void kp_courier_lock(kp_courier *c)
-    int kp_courier_trylock(kp_courier *c)
     int kp_courier_trylock_spin(kp_courier *c, int64_t spin_us)
     void kp_courier_unlock(kp_courier *c)
     void kp_courier_reset(kp_courier *c)
@@ -60,4 +59,5 @@ cdef extern from "kp_courier.h" nogil:
     int kp_courier_armed(const kp_courier *c)
     const kp_courier_node *kp_courier_nodes(const kp_courier *c, size_t *n)
     const kp_courier_part *kp_courier_parts(const kp_courier *c, size_t *n)
+    const kp_courier_plan *kp_courier_current_plan(const kp_courier *c)
     uint64_t kp_courier_sent(const kp_courier *c)
