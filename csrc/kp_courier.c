@@ -88,7 +88,8 @@ static void send_node(kp_courier *c, int32_t n, int64_t now)
     for (size_t k = 0; k < n_chosen; k++) {
         kp_courier_part *p = &c->parts[c->chosen[k]];
         int32_t seq = pl->producer_id >= 0 ? p->base_sequence : -1;
-        if (kp_batch_finish(p->batch, 0, pl->producer_id, pl->producer_epoch, seq) != KP_OK)
+        int16_t attributes = pl->transactional_id != NULL ? KP_ATTR_TRANSACTIONAL : 0;
+        if (kp_batch_finish(p->batch, attributes, pl->producer_id, pl->producer_epoch, seq) != KP_OK)
             return;
         c->req_parts[k].index = p->partition;
         c->req_parts[k].records = p->batch->buf.data;
@@ -106,7 +107,7 @@ static void send_node(kp_courier *c, int32_t n, int64_t now)
     kp_produce_request r = {
         .version = node->version, .correlation_id = node->correlation_id,
         .client_id = pl->client_id, .client_id_len = pl->client_id_len,
-        .transactional_id = NULL, .transactional_id_len = 0,
+        .transactional_id = pl->transactional_id, .transactional_id_len = pl->transactional_id_len,
         .acks = pl->acks, .timeout_ms = pl->timeout_ms,
         .topics = c->req_topics, .n_topics = n_topics,
     };

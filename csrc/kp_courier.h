@@ -84,6 +84,9 @@ typedef struct kp_courier_plan {
     const uint8_t *client_id;   /* NULL: a null ClientId; borrowed, kept by the caller while
                                    the courier is armed */
     size_t client_id_len;
+    const uint8_t *transactional_id;    /* NULL: not transactional; else the batches carry the
+                                           transactional bit (borrowed, as client_id) */
+    size_t transactional_id_len;
     size_t max_request_size;
 } kp_courier_plan;
 

@@ -594,12 +594,41 @@ static int conn_write(kp_selector *s, int32_t id, kp_conn *c)
     return conn_write_done(s, id, c);
 }
 
+/* SSL_write calls of what is left of a TLS connection's staged send, as conn_write_tls but
+ * reporting nothing: the bytes written (0: the socket is full, OpenSSL wants to read first,
+ * or a failure). A retry after WANT_READ / WANT_WRITE offers the same bytes again, as
+ * SSL_write(3) requires, and so does the poll's conn_write_tls; a failed session fails again
+ * there (OpenSSL keeps a fatal error), and the poll reports that disconnect. */
+static size_t conn_flush_tls(kp_conn *c)
+{
+    size_t budget = KP_SEL_TLS_WRITE_BUDGET, written = 0;
+    while (c->tx_off < c->tx.len && budget && !c->tls_write_wants_read) {
+        size_t left = c->tx.len - c->tx_off;
+        int n = left > (size_t)INT32_MAX ? INT32_MAX : (int)left;
+        ERR_clear_error();
+        int w = SSL_write(c->ssl, c->tx.data + c->tx_off, n);
+        if (w <= 0) {
+            ERR_clear_error();      /* this thread's queue: the poll's call sees its own */
+            break;
+        }
+        c->tx_off += (size_t)w;
+        c->bytes_sent += (uint64_t)w;
+        written += (size_t)w;
+        budget -= (size_t)w < budget ? (size_t)w : budget;
+    }
+    return written;
+}
+
 int kp_selector_flush(kp_selector *s, int32_t id)
 {
     if (!id_ok(s, id)) return -1;
     kp_conn *c = &s->conns[id];
     if (c->state != KP_SEL_CONNECTED || c->fd < 0) return -1;
-    if (c->ssl != NULL || c->tx.len <= c->tx_off) return 0;
+    if (c->tx.len <= c->tx_off) return 0;
+    if (KP_UNLIKELY(c->ssl != NULL)) {
+        size_t w = conn_flush_tls(c);
+        return w > INT_MAX ? INT_MAX : (int)w;
+    }
     ssize_t w = conn_send_rest(c);      /* a failure: the next poll's write meets it again */
     return w <= 0 ? 0 : (int)(w > INT_MAX ? INT_MAX : w);
 }

@@ -198,12 +198,13 @@ kp_status kp_selector_send(kp_selector *s, int32_t id, const uint8_t *data, size
  * otherwise as kp_selector_send (len 0 is allowed: an empty frame). */
 kp_status kp_selector_send_frame(kp_selector *s, int32_t id, const uint8_t *payload, size_t len);
 
-/* Writes what it can of id's staged send now (one send(2), plaintext only), for a thread
- * other than the poller's while that one is known not to use the selector (kp_courier.h).
- * Reports nothing: the next poll reports the send "sent" once it is whole, and a failed
- * write as the disconnect it is (it writes again and fails again). Returns the bytes
- * written, 0 (nothing to write, EAGAIN, a failure left to the poll, TLS), or -1 for an id
- * out of range or not connected. */
+/* Writes what it can of id's staged send now (plaintext: one send(2); TLS: SSL_write calls
+ * up to KP_SEL_TLS_WRITE_BUDGET), for a thread other than the poller's while that one is
+ * known not to use the selector (kp_courier.h). Reports nothing: the next poll reports the
+ * send "sent" once it is whole, and a failed write as the disconnect it is (it writes again
+ * and fails again; OpenSSL keeps a session's fatal error). Returns the bytes written, 0
+ * (nothing to write, EAGAIN, OpenSSL wants to read first, a failure left to the poll), or
+ * -1 for an id out of range or not connected. */
 int kp_selector_flush(kp_selector *s, int32_t id);
 
 /* The selector's functions that another extension module calls through a pointer (the

@@ -18,7 +18,8 @@ Compiled, without the GIL:
     wait for a thread to get the GIL from an application computing in Python. The last step
     *arms* it as it ends (:meth:`_arm_courier`); the next *takes* what it sent as it begins
     (:meth:`_take_courier_sends`: in-flight requests and batches, as if that step had sent
-    them). Plaintext, uncompressed, non-transactional, acks 1 or all.
+    them). Uncompressed, acks 1 or all, plaintext or TLS; in a transaction, only to the
+    partitions it has added, while it is open.
 Python, one *step* at a time under the step lock (:meth:`_step`): ``poll(0)``, which reads
 and completes batches (one settlement per batch, its callbacks) -> ready -> drain -> one
 Produce request per broker -> ``poll(0)``, which writes them -- and the policy: retries,
@@ -141,15 +142,16 @@ class Sender:
         # event loop left past its grace, so that a loop that stopped can be let go.
         self.before_io_step = None
         self._thread = threading.Thread(target=self._run, name="kproducer-network-thread", daemon=True)
-        # The courier (csrc/kp_courier.h) writes the requests of plaintext, uncompressed,
-        # non-transactional batches with acks; the steps write everything else.
+        # The courier (csrc/kp_courier.h) writes the requests of uncompressed batches with
+        # acks; the steps write everything else.
         selector = client.selector
         self._courier_io = None
-        if (self.acks != 0 and config.compression_type == "none" and self.transactional_id is None
-                and getattr(client, "tls", None) is None and hasattr(selector, "courier_io")):
+        if self.acks != 0 and config.compression_type == "none" and hasattr(selector, "courier_io"):
             self._courier_io = selector.courier_io()
         self._client_id = None if self._courier_io is None or client.client_id is None \
             else client.client_id.encode()
+        self._courier_txn_id = None if self.transactional_id is None \
+            else self.transactional_id.encode()
         self._courier_leader_cache = None    # (metadata version, _courier_leaders())
 
     # -- lifecycle -------------------------------------------------------------------
@@ -335,12 +337,18 @@ class Sender:
     def _arm_courier(self) -> None:
         """As the step ends: the courier (csrc/kp_courier.h) may send, until the next step
         begins, one request to each node that can take one now, holding the batches whose
-        linger.ms is over by then. Not with acks=0, compression, transactions or TLS (the
-        step does those), nor while a producer id is wanted or the producer closes."""
+        linger.ms is over by then. Not with acks=0 or compression (the step does those), nor
+        while a producer id is wanted or the producer closes; in a transaction, only to the
+        partitions it has added, and only while it is open."""
         if self._courier_io is None or not self.running or self.force_close:
             return
         if self.idempotent and (self._need_pid or self.producer_id < 0):
             return
+        only = None
+        if self.txn is not None:
+            if not self.txn.courier_may_send():
+                return
+            only = self.txn.partitions_in_txn
         nodes = {}
         for node_id in self.client.nodes:
             request = self.client.reserve_request(node_id, v.PRODUCE)
@@ -350,7 +358,7 @@ class Sender:
             self.acc.arm_courier(self._courier_io, nodes, self._courier_leaders(), self.muted,
                                  self.next_seq if self.idempotent else None, self.producer_id,
                                  self.producer_epoch, self.acks, self.request_timeout_ms,
-                                 self._client_id)
+                                 self._client_id, only=only, transactional_id=self._courier_txn_id)
 
     def _courier_leaders(self) -> dict:
         """{topic: [leader node id, -1 when none, by partition]} of the accumulator's topics,
@@ -664,11 +672,26 @@ class Sender:
 
     def abort_undrained(self, exc) -> None:
         """abort_transaction: batches not yet sent fail with ``exc``; those in flight
-        finish first (Java's abortUndrainedBatches)."""
+        finish first (Java's abortUndrainedBatches). What the courier sent meanwhile is in
+        flight: it is taken first, under the step lock, and a step follows (one the watcher
+        handed to the I/O thread while this held the lock would otherwise wait)."""
+        if self.in_step():              # a delivery callback: the courier is not armed
+            self._abort_undrained(exc)
+            return
+        with self._step_lock:
+            self._step_owner = threading.get_ident()
+            try:
+                self._take_courier_sends(self.time.mono_ms())
+                self._abort_undrained(exc)
+                self._step_safely()
+            finally:
+                self._step_owner = None
+        self.wakeup()
+
+    def _abort_undrained(self, exc) -> None:
         wall = self.time.wall_ms()
         for b in self.acc.abort_all():
             self._fail(b, exc, wall)
-        self.wakeup()
 
     def _maybe_init_producer_id(self, now: int) -> bool:
         """True when batches may be sent (a producer id is held and nothing needs renumbering)."""

@@ -320,6 +320,13 @@ class TransactionManager:
         if self.state is not S.ABORTING:
             self.abortable(exc)
 
+    def courier_may_send(self) -> bool:
+        """Whether the courier (csrc/kp_courier.h) may send between steps: only while the
+        transaction is open, and to the partitions it has added. A commit lets the courier
+        go on (what it sends belongs to the transaction, and EndTxn waits for it); an abort
+        takes what it sent before it fails the rest (Sender.abort_undrained)."""
+        return self.state is S.IN_TRANSACTION and bool(self.partitions_in_txn)
+
     def has_incomplete_batches(self) -> bool:
         return bool(self.sender.acc.incomplete) or bool(self.new_partitions or self.pending_partitions)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import sys
 import time
 
 import pytest
@@ -18,6 +17,9 @@ from kproducer import Producer
 from kproducer._accumulator import RecordAccumulator
 from kproducer._net import Selector
 from kproducer._reference import decode_batch
+from kproducer.errors import TransactionAbortedError
+from kproducer.testing import busy
+from kproducer.testing.txnlog import committed_view
 from kproducer.testing.readback import read_back
 
 LINGER_MS = 30
@@ -192,34 +194,12 @@ def test_only_a_lone_first_attempt_is_offered(link):
 
 @pytest.fixture
 def gil_held():
-    """No other Python thread runs while the test computes: the switch interval is long."""
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(5.0)
-    yield
-    sys.setswitchinterval(old)
+    with busy.gil_held():
+        yield
 
 
-def _compute_until(cond, timeout):
-    """Pure Python work (the GIL stays with this thread) until cond() or the deadline."""
-    deadline = time.monotonic() + timeout
-    x = 0
-    while not cond():
-        for k in range(100):
-            x += k * k
-        if time.monotonic() > deadline:
-            return False
-    return True
-
-
-def _wait_armed(p, timeout=10.0):
-    """Until no step runs and the courier is armed (sleeping: the GIL is free meanwhile).
-    A step that the I/O thread began and the application interrupted (it took the GIL back
-    while the step polled) would keep the courier disarmed until the I/O thread gets the
-    GIL again: a switch interval, which the tests make long."""
-    deadline = time.monotonic() + timeout
-    while not (p._acc.courier_armed and p._sender._step_owner is None):
-        assert time.monotonic() < deadline, "the courier was not armed"
-        time.sleep(0.001)
+_compute_until = busy.compute_until
+_wait_armed = busy.wait_courier_armed
 
 
 @pytest.mark.timeout(60)
@@ -249,9 +229,7 @@ def test_bursts_between_computing_keep_order_and_sequences(broker):
     the steps send the rest; every record lands once, in order."""
     broker.create_topic("bursts", 4)
     n_bursts, per_burst = 30, 40
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(0.5)
-    try:
+    with busy.gil_held(0.5):
         with Producer(bootstrap_servers=broker.bootstrap, linger_ms=5) as p:
             p.send("bursts", b"-1", partition=0).result(10)      # connected, with a producer id
             futures = []
@@ -269,8 +247,6 @@ def test_bursts_between_computing_keep_order_and_sequences(broker):
             m = p.metrics()
             # 0 without the courier; about one per burst with it.
             assert m["requests_by_courier"] >= n_bursts // 2 and m["producer_id_resets"] == 0
-    finally:
-        sys.setswitchinterval(old)
     got = read_back(broker.bootstrap, "bursts")
     values = [int(msg.value) for part in got.values() for msg in part]
     assert sorted(values) == list(range(-1, n_bursts * per_burst))
@@ -303,3 +279,36 @@ def test_a_courier_request_cut_off_is_retried_and_stored_once(proxied_broker, gi
         assert m["retries"] >= 1 and m["requests_by_courier"] >= 1 and m["producer_id_resets"] == 0
     got = read_back(broker.bootstrap, "cut")
     assert [msg.value for msg in got[0]] == [b"warm", b"one"]
+
+
+@pytest.mark.timeout(120)
+def test_a_transaction_s_lingering_batch_goes_by_courier_and_commits_or_aborts(broker, gil_held):
+    """In a transaction the courier sends a lingering batch of a partition the transaction
+    added, with the transactional bit: the commit makes it visible and the abort hides it
+    (read on the log's own markers, kproducer.testing.txnlog). A record to a partition not yet
+    added waits for AddPartitionsToTxn, so the abort that comes first fails it."""
+    broker.create_topic("txn-courier", 2)
+    with Producer(bootstrap_servers=broker.bootstrap, transactional_id="courier-txn",
+                  linger_ms=LINGER_MS) as p:
+        p.init_transactions()
+        for tag in (b"c", b"a"):
+            p.begin_transaction()
+            p.send("txn-courier", tag + b"-warm", partition=0).result(10)    # added by a step
+            _wait_armed(p)
+            sent = p._acc.courier_sent
+            f = p.send("txn-courier", tag + b"-1", partition=0)
+            assert _compute_until(lambda: p._acc.courier_sent > sent, timeout=2.0)
+            if tag == b"c":
+                p.commit_transaction()
+            else:
+                g = p.send("txn-courier", b"a-2", partition=1)
+                p.abort_transaction()
+                with pytest.raises(TransactionAbortedError):
+                    g.result(10)
+            assert f.result(10).offset >= 1     # what the courier sent finishes either way
+        assert p.metrics()["requests_by_courier"] >= 2
+    view = committed_view(broker.bootstrap, "txn-courier")
+    assert view.values(0) == [b"c-warm", b"c-1"]
+    assert [r.value for r in view.aborted.get(0, [])] == [b"a-warm", b"a-1"]
+    assert [kind for part, _, _, kind in view.markers if part == 0] == ["commit", "abort"]
+    assert view.transactional_batches >= 4 and view.values(1) == []

@@ -21,7 +21,8 @@ from kproducer.config import ProducerConfig
 from kproducer.errors import ConfigError, SslAuthenticationError
 from kproducer.testing import TansuBroker
 from kproducer.testing.broker import free_port
-from kproducer.testing.readback import expect_records
+from kproducer.testing import busy
+from kproducer.testing.readback import expect_records, read_back
 from kproducer.testing.tls import TestPki, TlsTerminator
 
 BS = "127.0.0.1:9092"
@@ -82,6 +83,35 @@ def test_produce_through_tls_and_read_back(pki, tmp_path):
             expected = produce(p, "tls", records)
         expect_records(tunnel.bootstrap, "tls", expected, consumer_config=reader_tls(pki))
         assert "accepted connection" in tunnel.log_text()
+
+
+@pytest.mark.timeout(90)
+def test_the_courier_writes_through_tls(pki, tmp_path):
+    """While the application computes (no other Python thread runs), the courier writes the
+    lingering batches through TLS: one of small records, and one of 120 KB (eight TLS
+    records). The records that follow go after them, and all read back in order."""
+    with tls_broker(pki, tmp_path) as (broker, tunnel):
+        broker.create_topic("tls-courier", 2)
+        with busy.gil_held(), \
+                Producer(bootstrap_servers=tunnel.bootstrap, security_protocol="SSL",
+                         ssl_truststore_location=pki.ca_file, linger_ms=30,
+                         batch_size=262144) as p:
+            p.send("tls-courier", b"warm", partition=0).result(10)
+            futures = []
+            sends = {0: [b"s%d" % i for i in range(50)], 1: [os.urandom(20_000) for _ in range(6)]}
+            for partition, values in sends.items():
+                busy.wait_courier_armed(p)
+                sent = p._acc.courier_sent
+                futures += [p.send("tls-courier", v, partition=partition) for v in values]
+                assert busy.compute_until(lambda: p._acc.courier_sent > sent, timeout=2.0)
+                futures.append(p.send("tls-courier", b"after", partition=partition))
+            p.flush(30)
+            for f in futures:
+                f.result(0)
+            assert p.metrics()["requests_by_courier"] >= 2
+        got = read_back(tunnel.bootstrap, "tls-courier", consumer_config=reader_tls(pki))
+        assert [m.value for m in got[0]] == [b"warm"] + sends[0] + [b"after"]
+        assert [m.value for m in got[1]] == sends[1] + [b"after"]
 
 
 def test_mutual_tls(pki, tmp_path):

@@ -108,12 +108,17 @@ static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | p[1] << 1
 static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 
 /* Arms c with one node (id 5, connection 3, Produce v3, correlation id 77) and partition 2 of
- * topic "t" (sequence 9), offering w due at due_us. */
-static void arm_one(kp_courier *c, kp_batch_writer *w, int64_t due_us)
+ * topic "t" (sequence 9), offering w due at due_us; txn_id: the transactional id, or NULL. */
+static void arm_txn(kp_courier *c, kp_batch_writer *w, int64_t due_us, const char *txn_id)
 {
     static kp_selector *not_used;   /* the fake ignores it */
-    kp_courier_plan plan = {&fns, not_used, NULL, 1000, 2, -1, 30000,
-                            (const uint8_t *)"cid", 3, 1 << 20};
+    kp_courier_plan plan = {
+        .io = &fns, .selector = not_used, .turn = NULL, .producer_id = 1000,
+        .producer_epoch = 2, .acks = -1, .timeout_ms = 30000,
+        .client_id = (const uint8_t *)"cid", .client_id_len = 3,
+        .transactional_id = (const uint8_t *)txn_id, .transactional_id_len = txn_id ? strlen(txn_id) : 0,
+        .max_request_size = 1 << 20,
+    };
     kp_courier_lock(c);
     kp_courier_reset(c);
     int32_t n = kp_courier_add_node(c, 5, 3, 3, 77);
@@ -122,6 +127,11 @@ static void arm_one(kp_courier *c, kp_batch_writer *w, int64_t due_us)
     kp_courier_offer(c, p, w, w, due_us);
     CHECK(kp_courier_arm(c, &plan) == KP_OK && kp_courier_armed(c), "arm");
     kp_courier_unlock(c);
+}
+
+static void arm_one(kp_courier *c, kp_batch_writer *w, int64_t due_us)
+{
+    arm_txn(c, w, due_us, NULL);
 }
 
 static void new_batch(kp_batch_writer *w)
@@ -187,6 +197,34 @@ static void test_sent_at_the_deadline(void)
     kp_batch_free(&w);
 }
 
+/* A transactional plan: the request names the transactional id and the batch carries the
+ * transactional bit, under the same CRC. */
+static void test_transactional(void)
+{
+    kp_courier *c;
+    kp_batch_writer w;
+    CHECK(kp_courier_new(&c, NULL) == KP_OK, "new");
+    new_batch(&w);
+    fake_reset(1, 0);
+    arm_txn(c, &w, now_us(), "tx-1");
+    CHECK(wait_used(c) == 1, "the courier did not send");
+    const uint8_t *f = fake.frame;
+    /* size | api key | version | correlation id | "cid" | txn id "tx-1" | acks | timeout ... */
+    CHECK(be16(f + 17) == 4 && memcmp(f + 19, "tx-1", 4) == 0, "transactional id");
+    CHECK(be16(f + 23) == 0xFFFF && be32(f + 25) == 30000, "acks, timeout");
+    CHECK(be32(f + 44) == w.buf.len && 48 + w.buf.len == fake.len, "records");
+    kp_batch_info info;
+    kp_error err;
+    CHECK(kp_batch_read_header(f + 48, w.buf.len, &info, &err) == KP_OK, "batch header (CRC)");
+    CHECK((info.attributes & KP_ATTR_TRANSACTIONAL) != 0 && info.producer_id == 1000
+          && info.base_sequence == 9, "transactional bit, producer id and sequence");
+    kp_courier_lock(c);
+    kp_courier_reset(c);
+    kp_courier_unlock(c);
+    kp_courier_free(c);
+    kp_batch_free(&w);
+}
+
 static void test_a_node_that_cannot_take_it(int connected, int sending)
 {
     kp_courier *c;
@@ -235,6 +273,7 @@ static void test_trylock_spin(void)
 int main(void)
 {
     test_sent_at_the_deadline();
+    test_transactional();
     test_a_node_that_cannot_take_it(0, 0);
     test_a_node_that_cannot_take_it(1, 1);
     test_reset_before_the_deadline();

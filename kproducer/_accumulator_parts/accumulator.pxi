@@ -54,6 +54,7 @@ cdef class RecordAccumulator:
     # GIL is busy elsewhere (courier.pxi).
     cdef Courier _courier
     cdef bytes _courier_client_id     # borrowed by the courier's plan while it is armed
+    cdef bytes _courier_txn_id        # the same
     cdef _HeaderScratch _scratch
     cdef object _wakeup
     # The Sender's turn (set by the Sender): a batch that became sendable, or will be after
@@ -880,17 +881,20 @@ cdef class RecordAccumulator:
     # -- the courier (courier.pxi) ------------------------------------------------------
 
     def arm_courier(self, selector_io, dict nodes, dict leaders, muted, next_seq, int64_t producer_id,
-                    int producer_epoch, int acks, int32_t timeout_ms, bytes client_id):
+                    int producer_epoch, int acks, int32_t timeout_ms, bytes client_id, *,
+                    only=None, bytes transactional_id=None):
         """The Sender, as its step ends: until the next step, the courier may send one
         Produce request to each of ``nodes`` ({node_id: (connection id, Produce version,
         reserved correlation id)}), holding the lingering batches of the partitions they lead
         (``leaders``: {topic: [leader node id by partition]}) whose linger.ms is over;
         ``selector_io`` is Selector.courier_io(), ``next_seq`` {(topic, partition):
-        BaseSequence} (None without idempotence)."""
+        BaseSequence} (None without idempotence). A transactional producer names its
+        ``transactional_id`` and the partitions its transaction has added (``only``): the
+        others wait for AddPartitionsToTxn, which a step sends."""
         self._acquire()
         try:
-            _courier_arm(self, selector_io, nodes, leaders, muted, next_seq, producer_id,
-                         producer_epoch, acks, timeout_ms, client_id)
+            _courier_arm(self, selector_io, nodes, leaders, muted, only, next_seq, producer_id,
+                         producer_epoch, acks, timeout_ms, client_id, transactional_id)
         finally:
             self._release()
 

@@ -45,13 +45,14 @@ cdef class Courier:
 
 
 cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dict leaders,
-                      object muted, object next_seq, int64_t producer_id, int producer_epoch,
-                      int acks, int32_t timeout_ms, bytes client_id) except -1:
+                      object muted, object only, object next_seq, int64_t producer_id,
+                      int producer_epoch, int acks, int32_t timeout_ms, bytes client_id,
+                      bytes transactional_id) except -1:
     """Builds the courier's plan (the accumulator's lock is held): ``nodes`` {node_id:
     (connection id, Produce version, reserved correlation id)} can take a request now;
     ``leaders`` {topic: [leader node id by partition]}. Every partition they lead that is not
-    ``muted`` and has no batch or one lingering first attempt gets a slot, and that batch is
-    offered."""
+    ``muted`` (and is in ``only``, unless it is None) and has no batch or one lingering first
+    attempt gets a slot, and that batch is offered."""
     cdef kp_courier *c = acc._courier.c
     cdef kp_courier_plan plan
     cdef dict index = {}
@@ -85,6 +86,8 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
             leader = index.get((<list>by_partition)[p])
             if leader is None or (muted and (st.topic, p) in muted):
                 continue
+            if only is not None and (st.topic, p) not in only:
+                continue
             part = kp_courier_add_part(c, leader, <const uint8_t *>name, <size_t>name_len, p,
                                        -1 if next_seq is None else next_seq.get((st.topic, p), 0))
             if part < 0:
@@ -106,6 +109,12 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
         plan.client_id = <const uint8_t *>PyBytes_AS_STRING(client_id)
         plan.client_id_len = <size_t>PyBytes_GET_SIZE(client_id)
     acc._courier_client_id = client_id      # the plan borrows it
+    plan.transactional_id = NULL
+    plan.transactional_id_len = 0
+    if transactional_id is not None:
+        plan.transactional_id = <const uint8_t *>PyBytes_AS_STRING(transactional_id)
+        plan.transactional_id_len = <size_t>PyBytes_GET_SIZE(transactional_id)
+    acc._courier_txn_id = transactional_id  # the same
     plan.max_request_size = <size_t>acc.max_request_size
     if kp_courier_arm(c, &plan) != KP_OK:
         kp_courier_reset(c)     # no memory for the scratch: the steps send everything

@@ -41,6 +41,8 @@ cdef extern from "kp_courier.h" nogil:
         int32_t timeout_ms
         const uint8_t *client_id
         size_t client_id_len
+        const uint8_t *transactional_id
+        size_t transactional_id_len
         size_t max_request_size
 
     kp_status kp_courier_new(kp_courier **out, int *sys_errno)
