@@ -113,6 +113,10 @@ def _handle(conn: socket.socket, peer, ctx: ssl.SSLContext, cfg: dict) -> None:
         _log(log, f"connect to {cfg['host']}:{cfg['target_port']} failed: {exc}")
         tls.close()
         return
+    # No Nagle on either side, as a broker's own TLS listener: a small response held back
+    # for the peer's delayed ACK would add 40 ms to a round trip.
+    for sock in (tls, plain):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     _relay(tls, plain)
 
 
