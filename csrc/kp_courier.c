@@ -5,32 +5,48 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
+#define SEQ_MASK 0x7FFFFFFF     /* BaseSequence wraps at Integer.MAX_VALUE */
+
 struct kp_courier {
     pthread_mutex_t mu;         /* the accumulator's lock */
-    pthread_cond_t cv;          /* armed, an offer, or stop */
     pthread_t thread;
     pid_t pid;                  /* the process that started the thread */
+    int wake_fd;                /* eventfd: armed, an offer, or stop, while it sleeps */
+    int sleeping;               /* in poll(2), without mu: a kick writes wake_fd */
     int stop;
     int armed;
     kp_courier_plan plan;
     kp_courier_node *nodes;
     size_t n_nodes, cap_nodes;
+    kp_courier_request *requests;
+    size_t n_requests, cap_requests;
     kp_courier_part *parts;
     size_t n_parts, cap_parts;
-    /* Scratch for one request, n_parts entries each: the chosen parts and the request's
-     * partition and topic arrays. */
+    kp_courier_batch *batches;
+    size_t n_batches, cap_batches;
+    /* Scratch for one request, n_parts entries each: the chosen batches and the request's
+     * partition and topic arrays; and the results of one response. */
     int32_t *chosen;
     kp_produce_partition *req_parts;
     kp_produce_topic *req_topics;
     size_t cap_scratch;
+    kp_produce_result *results;
+    size_t cap_results;
+    struct pollfd *pfds;        /* the wake_fd, then a node's connection each; the thread's
+                                   own (it sleeps in ppoll on them without mu) */
+    size_t cap_pfds;
     uint64_t sent;              /* requests written (atomics) */
+    uint64_t answered;          /* responses settled (atomics) */
     uint64_t seen_activity;     /* the application's sends at the courier's last look */
 };
 
@@ -41,59 +57,116 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* With mu held: the soonest deadline of an offered batch the courier could still send
- * (-1: none). */
-static int64_t next_due(const kp_courier *c)
+/* With mu held: wakes the thread if it sleeps. */
+static void kick(kp_courier *c)
 {
-    int64_t due = -1;
-    for (size_t i = 0; i < c->n_parts; i++) {
-        const kp_courier_part *p = &c->parts[i];
-        if (p->batch == NULL || p->sent || c->nodes[p->node].used != 0)
-            continue;
-        if (due < 0 || p->due_us < due)
-            due = p->due_us;
+    if (c->sleeping) {
+        uint64_t one = 1;
+        ssize_t w = write(c->wake_fd, &one, sizeof one);
+        (void)w;        /* EAGAIN: a wakeup is pending already */
     }
-    return due;
 }
 
-/* With mu held: one Produce request to node n holding every batch of its partitions whose
- * deadline passed (up to max_request_size). Parts are added topic by topic (the
- * accumulator's order), so one pass groups them. */
-static void send_node(kp_courier *c, int32_t n, int64_t now)
+/* Room for item n of an array of `size`-byte items with *cap of them (doubling from
+ * `first`; indexes stay int32): 0, or -1 (no memory, or too many). */
+static int make_room(void **items, size_t *cap, size_t n, size_t size, size_t first)
+{
+    if (n < *cap)
+        return 0;
+    size_t want = *cap ? *cap * 2 : first;
+    if (want > INT32_MAX)
+        return -1;
+    void *p = realloc(*items, want * size);
+    if (!p)
+        return -1;
+    *items = p;
+    *cap = want;
+    return 0;
+}
+
+/* ---- sending ------------------------------------------------------------------ */
+
+/* The node's last request, or NULL. */
+static kp_courier_request *last_request(kp_courier *c, int32_t n)
+{
+    for (size_t i = c->n_requests; i-- > 0;)
+        if (c->requests[i].node == n)
+            return &c->requests[i];
+    return NULL;
+}
+
+/* With mu held: whether node n may take a request now. 0: not now (its last request is
+ * still being written: *writing is set), 1: yes; a node that never will is stopped. */
+static int node_can_send(kp_courier *c, int32_t n, int *writing)
 {
     kp_courier_node *node = &c->nodes[n];
     const kp_courier_plan *pl = &c->plan;
-    if (!pl->io->is_connected(pl->selector, node->conn_id) ||
-        pl->io->is_sending(pl->selector, node->conn_id)) {
-        node->used = -1;    /* unchanged until the next step's poll: do not look again */
-        return;
+    if (node->stopped || node->n_requests >= node->max_requests ||
+        node->n_requests - node->n_answered >= node->room)
+        return 0;
+    if (!pl->io->is_connected(pl->selector, node->conn_id)) {
+        node->stopped = 1;      /* unchanged until the next step's poll: do not look again */
+        return 0;
     }
+    if (!pl->io->is_sending(pl->selector, node->conn_id))
+        return 1;
+    kp_courier_request *last = last_request(c, n);
+    if (last == NULL) {
+        node->stopped = 1;      /* a step's request is being written */
+        return 0;
+    }
+    /* Its own last request: once whole, another may be staged. */
+    (void)pl->io->flush(pl->selector, node->conn_id);
+    if (pl->io->settle(pl->selector, node->conn_id)) {
+        last->whole = 1;
+        return 1;
+    }
+    *writing = 1;
+    return 0;
+}
+
+/* With mu held: one Produce request to node n holding the next batch of each of its
+ * partitions whose deadline passed (up to max_request_size). Parts are added topic by topic
+ * (the accumulator's order), so one pass groups them. Returns 1 if it wrote one. */
+static int send_node(kp_courier *c, int32_t n, int64_t now)
+{
+    kp_courier_node *node = &c->nodes[n];
+    const kp_courier_plan *pl = &c->plan;
     size_t n_chosen = 0, total = 0;
     for (size_t i = 0; i < c->n_parts; i++) {
         kp_courier_part *p = &c->parts[i];
-        if (p->node != n || p->batch == NULL || p->sent || p->due_us > now)
+        if (p->node != n || p->head < 0)
             continue;
-        size_t len = p->batch->buf.len;
+        kp_courier_batch *b = &c->batches[p->head];
+        if (b->due_us > now)
+            continue;
+        size_t len = b->batch->buf.len;
         if (n_chosen && total + len > pl->max_request_size)
             continue;
-        c->chosen[n_chosen++] = (int32_t)i;
+        c->chosen[n_chosen++] = p->head;
         total += len;
     }
     if (n_chosen == 0)
-        return;
+        return 0;
+    if (make_room((void **)&c->requests, &c->cap_requests, c->n_requests, sizeof *c->requests, 8)) {
+        node->stopped = 1;
+        return 0;
+    }
     /* From here on a failure leaves the node to the next step, which finishes the batches
-     * again and reports what is wrong; the courier does not look at it again (used = -1). */
-    node->used = -1;
+     * again and reports what is wrong; the courier sends it nothing more. */
+    node->stopped = 1;
     size_t n_topics = 0;
     for (size_t k = 0; k < n_chosen; k++) {
-        kp_courier_part *p = &c->parts[c->chosen[k]];
-        int32_t seq = pl->producer_id >= 0 ? p->base_sequence : -1;
+        kp_courier_batch *b = &c->batches[c->chosen[k]];
+        kp_courier_part *p = &c->parts[b->part];
+        int32_t seq = pl->producer_id >= 0 ? p->next_sequence : -1;
         int16_t attributes = pl->transactional_id != NULL ? KP_ATTR_TRANSACTIONAL : 0;
-        if (kp_batch_finish(p->batch, attributes, pl->producer_id, pl->producer_epoch, seq) != KP_OK)
-            return;
+        if (kp_batch_finish(b->batch, attributes, pl->producer_id, pl->producer_epoch, seq) != KP_OK)
+            return 0;
+        b->base_sequence = seq;
         c->req_parts[k].index = p->partition;
-        c->req_parts[k].records = p->batch->buf.data;
-        c->req_parts[k].records_len = (int64_t)p->batch->buf.len;
+        c->req_parts[k].records = b->batch->buf.data;
+        c->req_parts[k].records_len = (int64_t)b->batch->buf.len;
         kp_produce_topic *t = n_topics ? &c->req_topics[n_topics - 1] : NULL;
         if (t == NULL || t->name != p->topic) {
             t = &c->req_topics[n_topics++];
@@ -104,8 +177,9 @@ static void send_node(kp_courier *c, int32_t n, int64_t now)
         }
         t->n_partitions++;
     }
+    int32_t cid = node->first_correlation_id + node->n_requests;
     kp_produce_request r = {
-        .version = node->version, .correlation_id = node->correlation_id,
+        .version = node->version, .correlation_id = cid,
         .client_id = pl->client_id, .client_id_len = pl->client_id_len,
         .transactional_id = pl->transactional_id, .transactional_id_len = pl->transactional_id_len,
         .acks = pl->acks, .timeout_ms = pl->timeout_ms,
@@ -113,33 +187,224 @@ static void send_node(kp_courier *c, int32_t n, int64_t now)
     };
     size_t size = 0, written = 0;
     if (kp_produce_request_size(&r, &size) != KP_OK)
-        return;
+        return 0;
     uint8_t *frame = malloc(size);
     if (frame == NULL)
-        return;
+        return 0;
     kp_status st = kp_produce_request_write(&r, frame, size, &written);
     if (st == KP_OK)
         st = pl->io->send(pl->selector, node->conn_id, frame, written);
     free(frame);
     if (st != KP_OK)
-        return;
+        return 0;
     (void)pl->io->flush(pl->selector, node->conn_id);
+    int32_t ri = (int32_t)c->n_requests++;
+    c->requests[ri] = (kp_courier_request){
+        .node = n, .correlation_id = cid, .send_ms = now / 1000, .whole = 0, .answered = 0,
+    };
     for (size_t k = 0; k < n_chosen; k++) {
-        kp_courier_part *p = &c->parts[c->chosen[k]];
-        p->sent = 1;
-        p->batch->sealed = 1;
+        kp_courier_batch *b = &c->batches[c->chosen[k]];
+        kp_courier_part *p = &c->parts[b->part];
+        b->request = ri;
+        b->batch->sealed = 1;
+        p->head = b->next;
+        if (pl->producer_id >= 0)
+            p->next_sequence = (int32_t)(((int64_t)p->next_sequence + b->batch->count) & SEQ_MASK);
     }
-    node->used = 1;
-    node->send_ms = now / 1000;
+    node->n_requests++;
+    node->stopped = 0;
     __atomic_add_fetch(&c->sent, 1, __ATOMIC_RELAXED);
+    return 1;
 }
 
-/* With mu held: waits until `until` (CLOCK_MONOTONIC µs), an offer, an arming or stop. */
-static void wait_until(kp_courier *c, int64_t until)
+/* With mu held: the soonest deadline of a batch that node n could send next (-1: none). */
+static int64_t node_next_due(const kp_courier *c, int32_t n)
 {
-    struct timespec ts = {.tv_sec = (time_t)(until / 1000000),
-                          .tv_nsec = (long)(until % 1000000) * 1000L};
-    pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    int64_t due = -1;
+    for (size_t i = 0; i < c->n_parts; i++) {
+        const kp_courier_part *p = &c->parts[i];
+        if (p->node != n || p->head < 0)
+            continue;
+        int64_t d = c->batches[p->head].due_us;
+        if (due < 0 || d < due)
+            due = d;
+    }
+    return due;
+}
+
+/* ---- responses ------------------------------------------------------------------ */
+
+/* The node's k-th request (in the order written), or NULL. */
+static kp_courier_request *nth_request(kp_courier *c, int32_t n, int32_t k, int32_t *index)
+{
+    for (size_t i = 0; i < c->n_requests; i++) {
+        if (c->requests[i].node != n)
+            continue;
+        if (k-- == 0) {
+            *index = (int32_t)i;
+            return &c->requests[i];
+        }
+    }
+    return NULL;
+}
+
+/* With mu held: whether frame[0, len) answers request ri with every partition's success;
+ * if so its batches get their offsets. */
+static int settle_response(kp_courier *c, int32_t ri, const uint8_t *frame, size_t len)
+{
+    kp_courier_request *req = &c->requests[ri];
+    size_t cap = len / KP_PRODUCE_MIN_PARTITION_BYTES + 1, n = 0;
+    if (cap > c->cap_results) {
+        kp_produce_result *r = realloc(c->results, cap * sizeof *r);
+        if (r == NULL)
+            return 0;
+        c->results = r;
+        c->cap_results = cap;
+    }
+    int32_t cid = 0;
+    kp_error err;
+    if (kp_produce_response_read(frame, len, c->nodes[req->node].version, &cid, c->results, cap,
+                                 &n, &err) != KP_OK || cid != req->correlation_id)
+        return 0;
+    size_t expected = 0;
+    for (size_t i = 0; i < c->n_batches; i++)
+        expected += c->batches[i].request == ri;
+    if (n != expected)
+        return 0;
+    /* Each result names one of the request's batches, once, with no error. */
+    for (size_t k = 0; k < n; k++) {
+        const kp_produce_result *r = &c->results[k];
+        if (r->error_code != 0)
+            return 0;
+        int found = 0;
+        for (size_t i = 0; i < c->n_batches && !found; i++) {
+            const kp_courier_batch *b = &c->batches[i];
+            const kp_courier_part *p = &c->parts[b->part];
+            found = b->request == ri && p->partition == r->partition &&
+                    p->topic_len == r->topic_len &&
+                    memcmp(p->topic, frame + r->topic_off, r->topic_len) == 0;
+        }
+        if (!found)
+            return 0;
+    }
+    for (size_t k = 0; k < n; k++) {
+        const kp_produce_result *r = &c->results[k];
+        for (size_t i = 0; i < c->n_batches; i++) {
+            kp_courier_batch *b = &c->batches[i];
+            const kp_courier_part *p = &c->parts[b->part];
+            if (b->request == ri && p->partition == r->partition && p->topic_len == r->topic_len &&
+                memcmp(p->topic, frame + r->topic_off, r->topic_len) == 0) {
+                b->base_offset = r->base_offset;
+                b->log_append_time_ms = r->log_append_time_ms;
+            }
+        }
+    }
+    req->answered = 1;
+    return 1;
+}
+
+/* With mu held: reads node n's responses. Returns 1 if it read anything (a frame, or the
+ * connection's loss): a step is wanted. */
+static int read_node(kp_courier *c, int32_t n)
+{
+    kp_courier_node *node = &c->nodes[n];
+    const kp_courier_plan *pl = &c->plan;
+    int got = pl->io->read(pl->selector, node->conn_id);
+    int any = got != 0;
+    for (;;) {
+        size_t len = 0;
+        const uint8_t *frame = pl->io->kept(pl->selector, node->conn_id, &len);
+        if (frame == NULL)
+            break;
+        int32_t ri = -1;
+        kp_courier_request *req = nth_request(c, n, node->n_answered, &ri);
+        if (req == NULL || !settle_response(c, ri, frame, len)) {
+            node->reads = 0;        /* this frame and the rest are the step's */
+            node->stopped = 1;
+            return 1;
+        }
+        pl->io->drop_kept(pl->selector, node->conn_id);
+        node->n_answered++;
+        __atomic_add_fetch(&c->answered, 1, __ATOMIC_RELAXED);
+    }
+    if (got < 0) {
+        node->reads = 0;            /* its disconnect is kept for the poll */
+        node->stopped = 1;
+    }
+    return any;
+}
+
+/* ---- the thread ------------------------------------------------------------------- */
+
+/* With mu held: one look at the plan. Reads what arrived, sends what is due, and returns
+ * when to look again (CLOCK_MONOTONIC µs, -1: only when woken); *npfds: the descriptors to
+ * wake for (c->pfds[1..]). */
+static int64_t look(kp_courier *c, size_t *npfds)
+{
+    const kp_courier_plan *pl = &c->plan;
+    int read_any = 0;
+    for (size_t n = 0; n < c->n_nodes; n++) {
+        kp_courier_node *node = &c->nodes[n];
+        if (node->reads && node->n_answered < node->n_requests)
+            read_any |= read_node(c, (int32_t)n);
+    }
+    if (read_any && pl->turn != NULL)
+        kp_turn_raise(pl->turn);    /* to settle what it read */
+
+    int64_t now = now_us(), next = -1;
+    int deferred = 0;
+    size_t k = 1;
+    if (c->cap_pfds < c->n_nodes + 1) {
+        struct pollfd *p = realloc(c->pfds, (c->n_nodes + 1) * sizeof *p);
+        if (p) {
+            c->pfds = p;
+            c->cap_pfds = c->n_nodes + 1;
+        }
+    }
+    for (size_t n = 0; n < c->n_nodes; n++) {
+        kp_courier_node *node = &c->nodes[n];
+        int writing = 0;
+        for (;;) {
+            int64_t due = node_next_due(c, (int32_t)n);
+            if (due < 0 || node->stopped)
+                break;
+            if (due > now) {
+                if (next < 0 || due < next) next = due;
+                break;
+            }
+            if (!node_can_send(c, (int32_t)n, &writing))
+                break;
+            if (!deferred && pl->turn != NULL) {
+                /* An application that sent since the last look runs the step itself at its
+                 * next send: leave the batches to it for two of its intervals. */
+                uint64_t a = kp_turn_activity(pl->turn);
+                if (a != c->seen_activity) {
+                    c->seen_activity = a;
+                    int64_t wait = 2 * kp_turn_send_interval_us(pl->turn);
+                    if (wait < KP_COURIER_WAIT_MIN_US) wait = KP_COURIER_WAIT_MIN_US;
+                    if (wait > KP_COURIER_WAIT_MAX_US) wait = KP_COURIER_WAIT_MAX_US;
+                    deferred = 1;
+                    if (next < 0 || now + wait < next) next = now + wait;
+                }
+            }
+            if (deferred || !send_node(c, (int32_t)n, now))
+                break;
+        }
+        /* Wake for its responses, and for room to write its next request. */
+        short events = 0;
+        if (node->reads && node->n_answered < node->n_requests)
+            events |= POLLIN;
+        if (writing)
+            events |= POLLOUT;
+        int fd = events ? pl->io->conn_fd(pl->selector, node->conn_id) : -1;
+        if (fd >= 0 && k < c->cap_pfds) {       /* no memory for it: woken by the turn */
+            c->pfds[k].fd = fd;
+            c->pfds[k].events = events;
+            k++;
+        }
+    }
+    *npfds = k - 1;
+    return next;
 }
 
 static void *run(void *arg)
@@ -153,32 +418,30 @@ static void *run(void *arg)
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
-        int64_t due = c->armed ? next_due(c) : -1;
-        if (due < 0) {
-            pthread_cond_wait(&c->cv, &c->mu);
-            continue;
-        }
-        int64_t now = now_us();
-        if (now < due) {
-            wait_until(c, due);
-            continue;
-        }
-        if (c->plan.turn != NULL) {
-            /* An application that sent since the last look runs the step itself at its next
-             * send: leave the batch to it for two of its intervals, then look again. */
-            uint64_t a = kp_turn_activity(c->plan.turn);
-            if (a != c->seen_activity) {
-                c->seen_activity = a;
-                int64_t wait = 2 * kp_turn_send_interval_us(c->plan.turn);
-                if (wait < KP_COURIER_WAIT_MIN_US) wait = KP_COURIER_WAIT_MIN_US;
-                if (wait > KP_COURIER_WAIT_MAX_US) wait = KP_COURIER_WAIT_MAX_US;
-                wait_until(c, now + wait);
+        size_t npfds = 0;
+        int64_t next = c->armed ? look(c, &npfds) : -1;
+        struct timespec ts, *timeout = NULL;
+        if (next >= 0) {
+            int64_t left = next - now_us();
+            if (left <= 0)
                 continue;
-            }
+            ts.tv_sec = (time_t)(left / 1000000);
+            ts.tv_nsec = (long)(left % 1000000) * 1000L;
+            timeout = &ts;
         }
-        for (size_t n = 0; n < c->n_nodes; n++)
-            if (c->nodes[n].used == 0)
-                send_node(c, (int32_t)n, now);
+        c->pfds[0].fd = c->wake_fd;
+        c->pfds[0].events = POLLIN;
+        c->sleeping = 1;
+        pthread_mutex_unlock(&c->mu);
+        /* ppoll: deadlines to the microsecond (poll(2) counts whole milliseconds). */
+        int r = ppoll(c->pfds, 1 + npfds, timeout, NULL);
+        if (r > 0 && (c->pfds[0].revents & POLLIN)) {
+            uint64_t v;
+            ssize_t rd = read(c->wake_fd, &v, sizeof v);
+            (void)rd;
+        }
+        pthread_mutex_lock(&c->mu);
+        c->sleeping = 0;
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
@@ -186,23 +449,32 @@ static void *run(void *arg)
 
 kp_status kp_courier_new(kp_courier **out, int *sys_errno)
 {
-    pthread_condattr_t ca;
     *out = NULL;
     if (sys_errno) *sys_errno = 0;
     kp_courier *c = calloc(1, sizeof *c);
     if (!c)
         return KP_ERR_NOMEM;
+    c->pfds = calloc(1, sizeof *c->pfds);
+    if (!c->pfds) {
+        free(c);
+        return KP_ERR_NOMEM;
+    }
+    c->cap_pfds = 1;
     c->pid = getpid();
+    c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->wake_fd < 0) {
+        if (sys_errno) *sys_errno = errno;
+        free(c->pfds);
+        free(c);
+        return KP_ERR_SYS;
+    }
     pthread_mutex_init(&c->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cv, &ca);
-    pthread_condattr_destroy(&ca);
     int rc = pthread_create(&c->thread, NULL, run, c);
     if (rc != 0) {
         if (sys_errno) *sys_errno = rc;
-        pthread_cond_destroy(&c->cv);
         pthread_mutex_destroy(&c->mu);
+        close(c->wake_fd);
+        free(c->pfds);
         free(c);
         return KP_ERR_SYS;
     }
@@ -218,16 +490,21 @@ void kp_courier_free(kp_courier *c)
         return;     /* a forked child: the thread is the parent's */
     pthread_mutex_lock(&c->mu);
     c->stop = 1;
-    pthread_cond_broadcast(&c->cv);
+    c->sleeping = 1;        /* kick whatever it is doing: it looks at stop before sleeping */
+    kick(c);
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->thread, NULL);
-    pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
+    close(c->wake_fd);
     free(c->nodes);
+    free(c->requests);
     free(c->parts);
+    free(c->batches);
     free(c->chosen);
     free(c->req_parts);
     free(c->req_topics);
+    free(c->results);
+    free(c->pfds);
     free(c);
 }
 
@@ -262,38 +539,25 @@ void kp_courier_reset(kp_courier *c)
 {
     c->armed = 0;
     c->n_nodes = 0;
+    c->n_requests = 0;
     c->n_parts = 0;
-}
-
-/* Room for item n of an array of `size`-byte items with *cap of them (doubling from
- * `first`; indexes stay int32): 0, or -1 (no memory, or too many). */
-static int make_room(void **items, size_t *cap, size_t n, size_t size, size_t first)
-{
-    if (n < *cap)
-        return 0;
-    size_t want = *cap ? *cap * 2 : first;
-    if (want > INT32_MAX)
-        return -1;
-    void *p = realloc(*items, want * size);
-    if (!p)
-        return -1;
-    *items = p;
-    *cap = want;
-    return 0;
+    c->n_batches = 0;
 }
 
 int32_t kp_courier_add_node(kp_courier *c, int32_t node_id, int32_t conn_id, int version,
-                            int32_t correlation_id)
+                            int32_t first_correlation_id, int32_t max_requests, int32_t room,
+                            int reads)
 {
+    if (max_requests < 1 || room < 1 || first_correlation_id < 0 ||
+        (int64_t)first_correlation_id + max_requests - 1 > INT32_MAX)
+        return -1;
     if (make_room((void **)&c->nodes, &c->cap_nodes, c->n_nodes, sizeof *c->nodes, 8) != 0)
         return -1;
-    kp_courier_node *n = &c->nodes[c->n_nodes];
-    n->node_id = node_id;
-    n->conn_id = conn_id;
-    n->version = version;
-    n->correlation_id = correlation_id;
-    n->used = 0;
-    n->send_ms = 0;
+    c->nodes[c->n_nodes] = (kp_courier_node){
+        .node_id = node_id, .conn_id = conn_id, .version = version,
+        .first_correlation_id = first_correlation_id, .max_requests = max_requests,
+        .room = room, .reads = reads != 0,
+    };
     return (int32_t)c->n_nodes++;
 }
 
@@ -304,16 +568,10 @@ int32_t kp_courier_add_part(kp_courier *c, int32_t node, const uint8_t *topic, s
         return -1;
     if (make_room((void **)&c->parts, &c->cap_parts, c->n_parts, sizeof *c->parts, 16) != 0)
         return -1;
-    kp_courier_part *p = &c->parts[c->n_parts];
-    p->topic = topic;
-    p->topic_len = topic_len;
-    p->partition = partition;
-    p->node = node;
-    p->base_sequence = base_sequence;
-    p->batch = NULL;
-    p->owner = NULL;
-    p->due_us = 0;
-    p->sent = 0;
+    c->parts[c->n_parts] = (kp_courier_part){
+        .topic = topic, .topic_len = topic_len, .partition = partition, .node = node,
+        .next_sequence = base_sequence, .head = -1, .tail = -1,
+    };
     return (int32_t)c->n_parts++;
 }
 
@@ -323,13 +581,23 @@ void kp_courier_offer(kp_courier *c, int32_t part, kp_batch_writer *batch, void 
     if (part < 0 || (size_t)part >= c->n_parts)
         return;
     kp_courier_part *p = &c->parts[part];
-    if (p->batch != NULL)
+    if (make_room((void **)&c->batches, &c->cap_batches, c->n_batches, sizeof *c->batches, 16) != 0) {
+        /* The chain must hold the whole queue: without this batch, the part sends no more. */
+        p->head = -1;
         return;
-    p->batch = batch;
-    p->owner = owner;
-    p->due_us = due_us;
+    }
+    int32_t bi = (int32_t)c->n_batches++;
+    c->batches[bi] = (kp_courier_batch){
+        .part = part, .next = -1, .batch = batch, .owner = owner, .due_us = due_us,
+        .request = -1, .base_sequence = -1, .base_offset = -1, .log_append_time_ms = -1,
+    };
+    if (p->tail >= 0)
+        c->batches[p->tail].next = bi;
+    p->tail = bi;
+    if (p->head < 0)
+        p->head = bi;
     if (c->armed)
-        pthread_cond_signal(&c->cv);
+        kick(c);
 }
 
 kp_status kp_courier_arm(kp_courier *c, const kp_courier_plan *plan)
@@ -347,7 +615,7 @@ kp_status kp_courier_arm(kp_courier *c, const kp_courier_plan *plan)
     }
     c->plan = *plan;
     c->armed = 1;
-    pthread_cond_signal(&c->cv);
+    kick(c);
     return KP_OK;
 }
 
@@ -359,10 +627,22 @@ const kp_courier_node *kp_courier_nodes(const kp_courier *c, size_t *n)
     return c->nodes;
 }
 
+const kp_courier_request *kp_courier_requests(const kp_courier *c, size_t *n)
+{
+    *n = c->n_requests;
+    return c->requests;
+}
+
 const kp_courier_part *kp_courier_parts(const kp_courier *c, size_t *n)
 {
     *n = c->n_parts;
     return c->parts;
+}
+
+const kp_courier_batch *kp_courier_batches(const kp_courier *c, size_t *n)
+{
+    *n = c->n_batches;
+    return c->batches;
 }
 
 const kp_courier_plan *kp_courier_current_plan(const kp_courier *c)
@@ -373,4 +653,9 @@ const kp_courier_plan *kp_courier_current_plan(const kp_courier *c)
 uint64_t kp_courier_sent(const kp_courier *c)
 {
     return __atomic_load_n(&c->sent, __ATOMIC_RELAXED);
+}
+
+uint64_t kp_courier_answered(const kp_courier *c)
+{
+    return __atomic_load_n(&c->answered, __ATOMIC_RELAXED);
 }

@@ -1,36 +1,54 @@
-/* kp_courier.h - the courier: a plain C thread that sends a lingering batch when its linger.ms
- * is over, without the GIL.
+/* kp_courier.h - the courier: a plain C thread that runs the producer's steady state between
+ * two Sender steps, without the GIL: it sends the batches that are due, reads the responses
+ * and marks the batches they acknowledge.
  *
  * Why: the Sender's step runs under the interpreter lock. While the application computes in
  * Python without sending (no send() runs the step for it, kp_turn.h), a batch whose linger.ms
- * is over waits for the I/O thread to get the GIL: the interpreter's switch interval, 5 ms.
- * The courier writes that batch's Produce request itself, so the request leaves at its
- * deadline; the step that follows, whenever it gets the GIL, only does the bookkeeping.
+ * is over waits for the I/O thread to get the GIL: the interpreter's switch interval, 5 ms,
+ * and so does every batch behind it that waits for a response to make room in flight. The
+ * courier writes those requests itself, at their deadlines, and reads their responses; the
+ * step that follows, whenever it gets the GIL, settles what was acknowledged (the futures
+ * and callbacks, which need Python) and takes the rest over.
  *
  * Contract (the steady state between two steps, set up by the step that ended last)
  * - The courier's mutex is the accumulator's lock: appends hold it, and so does the courier
  *   from sealing a batch to writing its request, so no record is appended to a batch being
  *   sent.
  * - A step *arms* the courier as it ends (kp_courier_reset, add_node, add_part, offer,
- *   kp_courier_arm, all with the lock held) and takes what it sent as the next step begins
- *   (kp_courier_nodes / kp_courier_parts, then kp_courier_reset). Between reset and arm the
- *   courier does nothing: only an armed courier touches the selector, and the step owns it
- *   from its first reset to its arm.
- * - Per arming, each node gets at most one request (with the correlation id the step
- *   reserved, the Produce version it chose) and each partition at most one batch (with the
- *   BaseSequence the step gave it). A node whose connection is not connected or still
- *   writing an earlier request gets none; its batches wait for a step.
- * - A batch is offered (kp_courier_offer) when it is its partition's only queued batch and
- *   a first attempt; it is sent once its deadline (created + linger.ms, CLOCK_MONOTONIC µs)
- *   passes, unless an application thread is sending: the turn raised `pending` at the same
- *   deadline and that thread runs the step at its next send, so the courier first waits twice
- *   its interval between sends (KP_COURIER_WAIT_MIN_US..KP_COURIER_WAIT_MAX_US) and sends
- *   only if no step came and no send happened meanwhile (a busy application sending 50,000
- *   records/s: p99 5.6 -> 6.8 ms when the courier and the step both sent). Sending seals it (kp_batch_writer.sealed: appends start a new batch) and
- *   finishes it (producer id, epoch, BaseSequence, CRC).
- * - A request the selector takes is written at once (kp_selector_fns.flush); whatever the
- *   socket does not take, and a failed write, is left to the next step's poll, which reports
- *   it (sent, or disconnected) as for any request.
+ *   kp_courier_arm, all with the lock held) and takes what it did as the next step begins
+ *   (kp_courier_nodes / requests / parts / batches, then kp_courier_reset). Between reset and
+ *   arm the courier does nothing: only an armed courier touches the selector, and the step
+ *   owns it from its first reset to its arm.
+ * - Nodes. Each node gets up to `room` requests in flight at a time (the step's
+ *   max.in.flight less what it has in flight) from a block of `max_requests` correlation ids
+ *   the step reserved (first_correlation_id + i for the i-th request), the Produce version it
+ *   chose, one request at a time on the connection: the next is staged once the last is
+ *   written whole (kp_selector_fns.settle). A node whose connection is not connected, or is
+ *   still writing a step's request, gets none.
+ * - Responses. When nothing else was in flight to a node at arming (`reads`), every frame on
+ *   its connection answers one of the courier's requests, in order: the courier reads them
+ *   (kp_selector_fns.read) and decodes each. One whose every partition succeeded is dropped
+ *   from the selector, its batches get their base offsets, and its room is free again. The
+ *   first that is anything else (an error code, a partition missing or extra, a correlation
+ *   id out of order, a frame that does not decode, a lost connection) is kept for the next
+ *   poll, with everything after it: the step handles it as it would have, and the courier
+ *   sends nothing more to that node. Every frame read raises the turn: a step is wanted to
+ *   settle it.
+ * - Batches. Offers form a chain per partition in queue order (a partition's whole queue,
+ *   first attempts only; later batches are offered by append as they start). Each request
+ *   takes at most one batch per partition, its chain's next one once its deadline passes
+ *   (created + linger.ms, or 0 for a batch that is full or behind another; CLOCK_MONOTONIC
+ *   µs), with the partition's next BaseSequence (the step's, then counted on). Sending seals
+ *   it (kp_batch_writer.sealed: appends start a new batch) and finishes it (producer id,
+ *   epoch, BaseSequence, the transactional bit, CRC).
+ * - It does not race a sending application: the turn raised `pending` at the same deadline
+ *   and that thread runs the step at its next send, so the courier first waits twice its
+ *   interval between sends (KP_COURIER_WAIT_MIN_US..KP_COURIER_WAIT_MAX_US) and sends only if
+ *   no step came and no send happened meanwhile (a busy application sending 50,000 records/s:
+ *   p99 5.6 -> 6.8 ms when the courier and the step both sent).
+ * - A request is written at once (kp_selector_fns.flush); whatever the socket does not take,
+ *   and a failed write, is left to the next step's poll, which reports it (sent, or
+ *   disconnected) as for any request.
  * - kp_courier_free stops and joins the thread; in a forked child (the thread does not exist
  *   there) it frees nothing that the parent's thread might use, and leaks the rest.
  */
@@ -47,36 +65,60 @@ typedef struct kp_courier kp_courier;
 #define KP_COURIER_WAIT_MIN_US 50
 #define KP_COURIER_WAIT_MAX_US 500
 
-/* A node of the plan: the connection and request the step chose for it. */
+/* A node of the plan: the connection and requests the step chose for it. */
 typedef struct kp_courier_node {
     int32_t node_id;
     int32_t conn_id;            /* the selector's id for the node's connection */
     int version;                /* Produce version */
-    int32_t correlation_id;     /* reserved by the step for this request */
-    int used;                   /* 1: the request went out (send_ms); -1: the node could not
-                                   take one; 0: not yet */
-    int64_t send_ms;            /* CLOCK_MONOTONIC ms when it went out */
+    int32_t first_correlation_id;   /* the block the step reserved */
+    int32_t max_requests;       /* the block's size */
+    int32_t room;               /* requests it may have in flight at a time */
+    int reads;                  /* 1: nothing else in flight: the courier reads the responses */
+    int32_t n_requests;         /* requests written (the plan's requests of this node) */
+    int32_t n_answered;         /* of them, acknowledged whole and dropped, in order */
+    int stopped;                /* 1: no more requests (it cannot take one, a failure, a frame
+                                   left for the step) */
 } kp_courier_node;
 
-/* A partition of the plan, and the batch offered for it. */
+/* A request the courier wrote. */
+typedef struct kp_courier_request {
+    int32_t node;               /* index into the nodes */
+    int32_t correlation_id;
+    int64_t send_ms;            /* CLOCK_MONOTONIC ms when it went out */
+    int whole;                  /* written whole and settled: the poll does not report it sent */
+    int answered;               /* every partition succeeded (the batches hold the offsets) */
+} kp_courier_request;
+
+/* A partition of the plan. */
 typedef struct kp_courier_part {
     const uint8_t *topic;       /* UTF-8, borrowed: the accumulator keeps the topic's name */
     size_t topic_len;
     int32_t partition;
     int32_t node;               /* index into the nodes */
-    int32_t base_sequence;      /* the step's next sequence for the partition, -1: none */
-    kp_batch_writer *batch;     /* the offered batch (borrowed: its partition's queue keeps it),
-                                   NULL: none */
+    int32_t next_sequence;      /* BaseSequence of its next batch sent, -1: none */
+    int32_t head;               /* its first batch not sent (index into the batches), -1 */
+    int32_t tail;               /* its last batch offered, -1 */
+} kp_courier_part;
+
+/* A batch offered, in its partition's chain. */
+typedef struct kp_courier_batch {
+    int32_t part;               /* index into the parts */
+    int32_t next;               /* the part's next batch offered, -1 */
+    kp_batch_writer *batch;     /* borrowed: its partition's queue keeps it */
     void *owner;                /* the object that owns it (the accumulator's ProducerBatch) */
     int64_t due_us;             /* CLOCK_MONOTONIC µs at which it is sendable */
-    int sent;                   /* 1: sealed, finished and sent in its node's request */
-} kp_courier_part;
+    int32_t request;            /* index into the requests, -1: not sent */
+    int32_t base_sequence;      /* as sent (-1 without idempotence) */
+    int64_t base_offset;        /* when its request was answered */
+    int64_t log_append_time_ms;
+} kp_courier_batch;
 
 /* What the courier sends with, for one arming (the struct is copied by kp_courier_arm). */
 typedef struct kp_courier_plan {
     const kp_selector_fns *io;
     kp_selector *selector;
-    const kp_turn *turn;        /* the Sender's turn (an application that sends), or NULL */
+    kp_turn *turn;              /* the Sender's turn (an application that sends; raised for a
+                                   frame read), or NULL */
     int64_t producer_id;        /* -1 without idempotence */
     int16_t producer_epoch;
     int16_t acks;
@@ -107,15 +149,16 @@ void kp_courier_unlock(kp_courier *c);
 
 /* With the lock held. Disarms the courier and forgets the plan. */
 void kp_courier_reset(kp_courier *c);
-/* Adds a node / a partition to the next plan: its index, or -1 (no memory: the plan is
- * smaller, nothing else changes). */
+/* Adds a node / a partition to the next plan: its index, or -1 (no memory, or arguments out
+ * of range: the plan is smaller, nothing else changes). */
 int32_t kp_courier_add_node(kp_courier *c, int32_t node_id, int32_t conn_id, int version,
-                            int32_t correlation_id);
+                            int32_t first_correlation_id, int32_t max_requests, int32_t room,
+                            int reads);
 int32_t kp_courier_add_part(kp_courier *c, int32_t node, const uint8_t *topic, size_t topic_len,
                             int32_t partition, int32_t base_sequence);
-/* Offers part's batch, sendable at due_us; ignored for a part not in the plan or one that
- * has a batch (or had one sent) already. The accumulator offers only while the courier is
- * armed, or while the step builds the plan. */
+/* Offers part's next batch (its chain's tail), sendable at due_us; ignored for a part not in
+ * the plan (or no memory: the step sends it). The accumulator offers only while the courier
+ * is armed, or while the step builds the plan. */
 void kp_courier_offer(kp_courier *c, int32_t part, kp_batch_writer *batch, void *owner,
                       int64_t due_us);
 /* Arms the courier with the plan built since the last reset (and the offers made). */
@@ -123,14 +166,18 @@ kp_status kp_courier_arm(kp_courier *c, const kp_courier_plan *plan);
 /* 1 while armed. */
 int kp_courier_armed(const kp_courier *c);
 
-/* With the lock held, after the courier was armed: the plan's nodes and parts (the step
- * reads what was sent), valid until the next reset. */
+/* With the lock held, after the courier was armed: the plan (the step reads what was sent
+ * and answered), valid until the next reset. */
 const kp_courier_node *kp_courier_nodes(const kp_courier *c, size_t *n);
+const kp_courier_request *kp_courier_requests(const kp_courier *c, size_t *n);
 const kp_courier_part *kp_courier_parts(const kp_courier *c, size_t *n);
+const kp_courier_batch *kp_courier_batches(const kp_courier *c, size_t *n);
 /* The plan the courier was last armed with (its producer id and epoch finished the batches). */
 const kp_courier_plan *kp_courier_current_plan(const kp_courier *c);
 
-/* Requests the courier sent (for metrics and tests; read without the lock). */
+/* Requests the courier sent, and responses it read and settled (for metrics and tests;
+ * read without the lock). */
 uint64_t kp_courier_sent(const kp_courier *c);
+uint64_t kp_courier_answered(const kp_courier *c);
 
 #endif /* KP_COURIER_H */

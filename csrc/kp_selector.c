@@ -170,6 +170,8 @@ struct kp_selector {
     kp_sel_receive *received;
     size_t received_cap;
     kp_sel_results res;
+    int kept;                /* res holds what kp_selector_read found outside a poll: the
+                                next poll reports it first instead of releasing it */
 };
 
 static uint64_t conn_token(int32_t id, const kp_conn *c)
@@ -635,6 +637,8 @@ int kp_selector_flush(kp_selector *s, int32_t id)
 
 const kp_selector_fns kp_selector_functions = {
     kp_selector_send, kp_selector_flush, kp_selector_is_connected, kp_selector_is_sending,
+    kp_selector_settle, kp_selector_conn_fd, kp_selector_read, kp_selector_kept,
+    kp_selector_drop_kept,
 };
 
 /* The staged send is fully written: report it. Returns -1 if closed. */
@@ -864,7 +868,8 @@ kp_status kp_selector_poll(kp_selector *s, int timeout_ms, const kp_sel_results 
 {
     if (sys_errno) *sys_errno = 0;
     if (!s || !out) return KP_ERR_INVALID;
-    kp_selector_release_results(s);
+    if (s->kept) s->kept = 0;       /* kp_selector_read's findings come first */
+    else kp_selector_release_results(s);
     *out = &s->res;
     if (timeout_ms < 0) timeout_ms = -1;
 
@@ -899,7 +904,8 @@ kp_status kp_selector_poll(kp_selector *s, int timeout_ms, const kp_sel_results 
                 (void)conn_set_connected(s, id, c);
         }
     }
-    if (s->res.n_connected || s->res.n_disconnected || s->res.n_sent) timeout_ms = 0;
+    if (s->res.n_connected || s->res.n_disconnected || s->res.n_sent || s->res.n_received)
+        timeout_ms = 0;
 
     int n = poller_wait(&s->poller, timeout_ms);
     if (n < 0) {
@@ -1016,7 +1022,65 @@ int kp_selector_fd(const kp_selector *s)
 
 int kp_selector_needs_poll(const kp_selector *s)
 {
-    return s && (s->n_pending > 0 || s->n_dirty > 0);
+    return s && (s->n_pending > 0 || s->n_dirty > 0 || s->kept);
+}
+
+int kp_selector_conn_fd(const kp_selector *s, int32_t id)
+{
+    return id_ok(s, id) && s->conns[id].state == KP_SEL_CONNECTED ? s->conns[id].fd : -1;
+}
+
+int kp_selector_read(kp_selector *s, int32_t id)
+{
+    if (!id_ok(s, id)) return -1;
+    kp_conn *c = &s->conns[id];
+    if (!s->kept) {
+        kp_selector_release_results(s);
+        s->kept = 1;
+    }
+    if (c->state != KP_SEL_CONNECTED || c->fd < 0 || conn_read(s, id, c) < 0) return -1;
+    int n = 0;
+    for (size_t i = 0; i < s->res.n_received; i++)
+        n += s->received[i].id == id;
+    return n;
+}
+
+const uint8_t *kp_selector_kept(const kp_selector *s, int32_t id, size_t *len)
+{
+    if (!s || !s->kept) return NULL;
+    for (size_t i = 0; i < s->res.n_received; i++) {
+        if (s->received[i].id == id) {
+            *len = s->received[i].len;
+            return s->received[i].data;
+        }
+    }
+    return NULL;
+}
+
+void kp_selector_drop_kept(kp_selector *s, int32_t id)
+{
+    if (!s || !s->kept) return;
+    for (size_t i = 0; i < s->res.n_received; i++) {
+        if (s->received[i].id == id) {
+            free(s->received[i].data);
+            memmove(&s->received[i], &s->received[i + 1],
+                    (s->res.n_received - i - 1) * sizeof s->received[0]);
+            s->res.n_received--;
+            return;
+        }
+    }
+}
+
+int kp_selector_settle(kp_selector *s, int32_t id)
+{
+    if (!id_ok(s, id)) return 0;
+    kp_conn *c = &s->conns[id];
+    if (c->state != KP_SEL_CONNECTED || c->tx.len == 0 || c->tx_off < c->tx.len) return 0;
+    c->tx.len = 0;
+    c->tx_off = 0;
+    if (c->tx.cap > KP_SEL_KEEP_TX_CAP) kp_buf_free(&c->tx);
+    mark_dirty(s, id, c);       /* EPOLLOUT, if a poll registered it for this send, goes */
+    return 1;
 }
 
 int32_t kp_selector_count(const kp_selector *s)

@@ -207,6 +207,25 @@ kp_status kp_selector_send_frame(kp_selector *s, int32_t id, const uint8_t *payl
  * -1 for an id out of range or not connected. */
 int kp_selector_flush(kp_selector *s, int32_t id);
 
+/* Between polls, for the same thread as kp_selector_flush (the courier, kp_courier.h):
+ *
+ * settle(id): when id's staged send is written whole, forgets it without a report (the
+ *   next poll does not report it "sent": the caller accounts for it) and returns 1, so
+ *   that another send may be staged; 0 otherwise.
+ * conn_fd(id): the connected socket's descriptor, to wait on with poll(2) (-1: none).
+ * read(id): reads what id's connection holds now, as a poll would (frames, or the
+ *   disconnect), and keeps it: the next poll reports the kept results first, before its
+ *   own, and does not wait while it has any (kp_selector_needs_poll is 1 meanwhile).
+ *   Returns the number of frames kept for id, or -1 when the connection is gone (its
+ *   disconnect is kept, if this read found it).
+ * kept(id, &len): the oldest frame kept for id (NULL: none), valid until the next call.
+ * drop_kept(id): frees that frame: the reader handled it, the poll will not report it. */
+int kp_selector_settle(kp_selector *s, int32_t id);
+int kp_selector_conn_fd(const kp_selector *s, int32_t id);
+int kp_selector_read(kp_selector *s, int32_t id);
+const uint8_t *kp_selector_kept(const kp_selector *s, int32_t id, size_t *len);
+void kp_selector_drop_kept(kp_selector *s, int32_t id);
+
 /* The selector's functions that another extension module calls through a pointer (the
  * courier lives in kproducer._accumulator, the selector in kproducer._net). */
 typedef struct kp_selector_fns {
@@ -214,6 +233,11 @@ typedef struct kp_selector_fns {
     int (*flush)(kp_selector *s, int32_t id);
     int (*is_connected)(const kp_selector *s, int32_t id);
     int (*is_sending)(const kp_selector *s, int32_t id);
+    int (*settle)(kp_selector *s, int32_t id);
+    int (*conn_fd)(const kp_selector *s, int32_t id);
+    int (*read)(kp_selector *s, int32_t id);
+    const uint8_t *(*kept)(const kp_selector *s, int32_t id, size_t *len);
+    void (*drop_kept)(kp_selector *s, int32_t id);
 } kp_selector_fns;
 extern const kp_selector_fns kp_selector_functions;
 

@@ -47,6 +47,10 @@ log = logging.getLogger("kproducer")
 
 CLIENT_SOFTWARE_NAME = "kproducer"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
+# Correlation ids the courier gets per request it may have in flight, to a node it reads the
+# responses of (reserve_requests): each response it settles makes room for one more request
+# before the next step. Unused ids are skipped; they only need to differ from those in flight.
+COURIER_ROUNDS = 4
 
 DISCONNECTED, CONNECTING, CHECKING_API_VERSIONS, READY = range(4)
 _STATE_NAMES = ["DISCONNECTED", "CONNECTING", "CHECKING_API_VERSIONS", "READY"]
@@ -487,29 +491,46 @@ class NetworkClient:
         self._next_cid = (cid + 1) & 0x7FFFFFFF or 1
         return cid
 
-    def reserve_request(self, node_id: int, api_key: int) -> Optional[tuple]:
-        """(connection id, version, correlation id) for a request that the courier may write
-        to the node before the next poll, or None when the node cannot take one now: it must
-        be READY, have room in flight, and nothing may wait to be staged or written before
-        the request (one staged send per connection)."""
+    def reserve_correlation_ids(self, count: int) -> int:
+        """The first of ``count`` consecutive correlation ids no other request will carry
+        (they do not wrap in between)."""
+        if self._next_cid + count - 1 > 0x7FFFFFFF:
+            self._next_cid = 1
+        cid = self._next_cid
+        self._next_cid = (cid + count) & 0x7FFFFFFF or 1
+        return cid
+
+    def reserve_requests(self, node_id: int, api_key: int) -> Optional[tuple]:
+        """(connection id, version, first correlation id, ids reserved, room in flight,
+        reads) for the requests that the courier may write to the node before the next
+        poll, or None when the node cannot take one now: it must be READY, have room in
+        flight, and nothing may wait to be staged or written before them (one staged send
+        per connection). ``reads``: nothing is in flight, so every response that comes
+        answers one of the courier's requests (it reads them, and each one it settles makes
+        room for another: it gets more ids than room)."""
         ns = self.nodes.get(node_id)
         if (ns is None or ns.state != READY or ns.pending or len(ns.in_flight) >= self.max_in_flight
                 or not all(e.sent for e in ns.in_flight) or api_key not in ns.versions):
             return None
-        return ns.slot, ns.versions[api_key], self.reserve_correlation_id()
+        room = self.max_in_flight - len(ns.in_flight)
+        reads = not ns.in_flight
+        count = room * COURIER_ROUNDS if reads else room
+        return ns.slot, ns.versions[api_key], self.reserve_correlation_ids(count), count, room, reads
 
     def adopt(self, node_id: int, api_key: int, version: int, correlation_id: int, request,
-              callback: Callable, send_ms: int, *, decoder: Optional[Callable] = None) -> None:
+              callback: Callable, send_ms: int, *, decoder: Optional[Callable] = None,
+              sent: bool = False) -> None:
         """A request the courier wrote to the node's connection between two polls (it
         expects a response): tracked from now on as if :meth:`send` had staged it, written
-        (or failed) as the next poll reports."""
+        (or failed) as the next poll reports, or ``sent`` already (the courier saw it
+        written whole: no poll reports it)."""
         ns = self.nodes.get(node_id)
         if ns is None or ns.state != READY:
             # Not reachable while the Sender takes the courier's requests first in its step.
             callback(None, NetworkError(f"node {node_id} is not ready for its request"))
             return
         ns.in_flight.append(InFlightRequest(correlation_id, api_key, version, request, callback,
-                                            send_ms, True, decoder=decoder))
+                                            send_ms, True, sent, decoder=decoder))
         ns.last_activity_ms = send_ms
 
     def _enqueue(self, ns, api_key, version, request, callback, now, *, expect_response=True, internal=False,

@@ -539,7 +539,9 @@ class Producer:
         (``steps_by_application``: inside send() calls, ``steps_by_io_thread``) with how long
         a wanted step waited for a thread holding the GIL (``step_wait_us_total``,
         ``step_wait_us_max``); ``steps_for_a_sleeping_sender``: steps the I/O thread ran at
-        once because the application thread that sent last was asleep (see kp_turn.h)."""
+        once because the application thread that sent last was asleep (see kp_turn.h);
+        ``requests_by_courier`` and ``responses_by_courier``: Produce requests the courier
+        wrote, and responses it read and settled, between steps (csrc/kp_courier.h)."""
         out = dict(self._sender.stats)
         out["steps_for_a_sleeping_sender"] = self._sender.turn.asleep_steps
         out.update(buffer_total_bytes=self._acc.pool.total, buffer_available_bytes=self._acc.pool.available,

@@ -85,7 +85,7 @@ _APP_GRACE_MS = 1
 COUNTERS = ("records_acked", "records_failed", "requests", "batches", "batch_bytes",
             "max_batch_bytes", "retries", "producer_id_resets", "duplicates_on_first_send",
             "steps_by_application", "steps_by_io_thread", "step_wait_us_total",
-            "step_wait_us_max", "requests_by_courier")
+            "step_wait_us_max", "requests_by_courier", "responses_by_courier")
 
 
 class Sender:
@@ -351,9 +351,9 @@ class Sender:
             only = self.txn.partitions_in_txn
         nodes = {}
         for node_id in self.client.nodes:
-            request = self.client.reserve_request(node_id, v.PRODUCE)
-            if request is not None:
-                nodes[node_id] = request
+            requests = self.client.reserve_requests(node_id, v.PRODUCE)
+            if requests is not None:
+                nodes[node_id] = requests
         if nodes:
             self.acc.arm_courier(self._courier_io, nodes, self._courier_leaders(), self.muted,
                                  self.next_seq if self.idempotent else None, self.producer_id,
@@ -378,17 +378,26 @@ class Sender:
         return leaders
 
     def _take_courier_sends(self, now: int) -> None:
-        """As the step begins: the requests the courier sent since the last step become
-        in-flight requests of the client, their batches in-flight batches, as if the last
-        step had sent them."""
-        for node, cid, version, send_ms, batches in self.acc.take_courier_sends(self.time.wall_ms()):
+        """As the step begins: the requests the courier sent since the last step, in the
+        order it wrote them. Those it read an acknowledgement of are settled now (the
+        batches complete, their callbacks run); the others become in-flight requests of the
+        client, their batches in-flight batches, as if the last step had sent them."""
+        for node, cid, version, send_ms, whole, batches, results in \
+                self.acc.take_courier_sends(self.time.wall_ms()):
             if self.idempotent:
                 for b in batches:
                     self.next_seq[(b.topic, b.partition)] = (b.base_sequence + b.record_count) % _SEQ_MOD
-            self.client.adopt(node, v.PRODUCE, version, cid, self._into_flight(batches),
-                              lambda resp, err, batches=batches: self._on_produce(batches, resp, err),
-                              send_ms, decoder=decode_produce_response)
+            topics = self._into_flight(batches)
             self.stats["requests_by_courier"] += 1
+            if results is not None:
+                self.stats["responses_by_courier"] += 1
+                self._on_produce(batches, (cid, [(b.topic, b.partition, 0, offset, append_time, None)
+                                                 for b, (offset, append_time) in zip(batches, results)]),
+                                 None)
+                continue
+            self.client.adopt(node, v.PRODUCE, version, cid, topics,
+                              lambda resp, err, batches=batches: self._on_produce(batches, resp, err),
+                              send_ms, decoder=decode_produce_response, sent=whole)
 
     def _on_auth_failure(self, node: int, exc, wall: int) -> None:
         """A failed SASL authentication is not retried (Java's AuthenticationException):

@@ -93,6 +93,12 @@ def _parse_produce_v3(body: bytes):
     return cid, client_id, acks, timeout, out
 
 
+def node(cid, room=1, reads=False):
+    """A node entry of arm_courier's plan: connection 0, Produce v3, correlation ids from
+    ``cid``, ``room`` requests in flight at a time (4 times as many ids when it reads)."""
+    return (0, 3, cid, room * 4 if reads else room, room, reads)
+
+
 def _acc():
     acc = RecordAccumulator(batch_size=1000, linger_ms=LINGER_MS)
     acc.set_partition_count("t", 2)
@@ -102,7 +108,7 @@ def _acc():
 def test_the_courier_writes_a_lingering_batch_at_its_deadline(link):
     sel, conn = link
     acc = _acc()
-    acc.arm_courier(sel.courier_io(), {7: (0, 3, 4242)}, LEADERS, None, {("t", 1): 5},
+    acc.arm_courier(sel.courier_io(), {7: node(4242)}, LEADERS, None, {("t", 1): 5},
                     1000, 2, -1, 30000, b"app")
     t0 = time.monotonic()
     acc.append("t", 1, b"k", b"v1", 1_700_000_000_000, None, None)
@@ -120,21 +126,22 @@ def test_the_courier_writes_a_lingering_batch_at_its_deadline(link):
     # A record for the same partition after the send starts a new batch.
     acc.append("t", 1, b"k", b"v2", None, None, None)
     assert acc.queued_batches() == 2
-    [(node, cid, version, send_ms, batches)] = acc.take_courier_sends(0)
-    assert (node, cid, version) == (7, 4242, 3) and send_ms > 0
+    [(node_id, cid, version, send_ms, whole, batches, results)] = acc.take_courier_sends(0)
+    assert (node_id, cid, version, results) == (7, 4242, 3, None) and send_ms > 0
     [b] = batches
     assert (b.record_count, b.base_sequence, b.producer_id, b.producer_epoch) == (1, 5, 1000, 2)
     assert bytes(b) == parts[("t", 1)]          # the batch as the courier finished it
     assert acc.queued_batches() == 1            # v2's batch, for the Sender
     assert acc.take_courier_sends(0) == []      # taken once; disarmed since
-    # The selector reports the courier's request as sent at its next poll.
-    assert sel.poll(0).sent == [0]
+    # Written whole but not settled (it sent nothing after it): the selector reports it sent
+    # at its next poll.
+    assert not whole and sel.poll(0).sent == [0]
 
 
 def test_one_request_per_node_with_every_due_partition(link):
     sel, conn = link
     acc = _acc()
-    acc.arm_courier(sel.courier_io(), {7: (0, 3, 9)}, LEADERS, None, None, -1, -1, 1, 1000, None)
+    acc.arm_courier(sel.courier_io(), {7: node(9)}, LEADERS, None, None, -1, -1, 1, 1000, None)
     acc.append("t", 0, None, b"a", None, None, None)
     acc.append("t", 1, None, b"b", None, None, None)
     cid, client_id, acks, timeout, parts = _parse_produce_v3(_recv_frame(conn))
@@ -144,7 +151,7 @@ def test_one_request_per_node_with_every_due_partition(link):
         batch = decode_batch(parts[("t", p)])
         assert batch.producer_id == -1 and batch.base_sequence == -1      # no idempotence
         assert [r.value for r in batch.records] == [value]
-    [(_, _, _, _, batches)] = acc.take_courier_sends(0)
+    [(_, _, _, _, _, batches, _)] = acc.take_courier_sends(0)
     assert sorted(b.partition for b in batches) == [0, 1]
     assert acc.queued_batches() == 0
 
@@ -152,7 +159,7 @@ def test_one_request_per_node_with_every_due_partition(link):
 def test_the_queues_are_the_steps_again_only_after_the_take(link):
     sel, conn = link
     acc = _acc()
-    acc.arm_courier(sel.courier_io(), {7: (0, 3, 1)}, LEADERS, None, None, -1, -1, 1, 1000, None)
+    acc.arm_courier(sel.courier_io(), {7: node(1)}, LEADERS, None, None, -1, -1, 1, 1000, None)
     with pytest.raises(RuntimeError, match="take_courier_sends"):
         acc.drain(leader, {7}, 1 << 20, 0)
     with pytest.raises(RuntimeError, match="take_courier_sends"):
@@ -165,7 +172,7 @@ def test_a_connection_still_writing_gets_nothing(link):
     sel, conn = link
     acc = _acc()
     sel.send(0, struct.pack(">i", 4) + b"busy")     # staged, not yet written: no poll ran
-    acc.arm_courier(sel.courier_io(), {7: (0, 3, 1)}, LEADERS, None, None, -1, -1, 1, 1000, None)
+    acc.arm_courier(sel.courier_io(), {7: node(1)}, LEADERS, None, None, -1, -1, 1, 1000, None)
     acc.append("t", 0, None, b"a", None, None, None)
     # The courier would have written it LINGER_MS after the append; wait well past that.
     time.sleep(5 * LINGER_MS / 1000)
@@ -174,20 +181,74 @@ def test_a_connection_still_writing_gets_nothing(link):
     sel.poll(0)
     assert _recv_frame(conn) == b"busy"
     # Armed again with the connection free, the courier sends the batch at once (it lingered).
-    acc.arm_courier(sel.courier_io(), {7: (0, 3, 2)}, LEADERS, None, None, -1, -1, 1, 1000, None)
+    acc.arm_courier(sel.courier_io(), {7: node(2)}, LEADERS, None, None, -1, -1, 1, 1000, None)
     assert _parse_produce_v3(_recv_frame(conn))[0] == 2
 
 
-def test_only_a_lone_first_attempt_is_offered(link):
+def test_a_queue_goes_in_order_one_batch_per_partition_per_request(link):
+    """A partition's queued first attempts go in queue order with consecutive sequences, one
+    batch a request (the full one at once, the lingering one at its linger.ms), as room in
+    flight allows; a muted partition, and one whose queue holds a retry, stay the steps'."""
     sel, conn = link
     acc = _acc()
     acc.append("t", 0, None, b"x" * 600, None, None, None)
-    acc.append("t", 0, None, b"x" * 600, None, None, None)     # a second batch: full first one
+    acc.append("t", 0, None, b"y" * 600, None, None, None)     # a second batch: the first is full
     acc.append("t", 1, None, b"m", None, None, None)
-    acc.arm_courier(sel.courier_io(), {7: (0, 3, 3)}, LEADERS, {("t", 1)}, None, -1, -1, 1, 1000, None)
-    time.sleep(5 * LINGER_MS / 1000)                # partition 0 has two, 1 is muted
-    assert acc.courier_sent == 0
-    assert acc.take_courier_sends(0) == [] and acc.queued_batches() == 3
+    t0 = time.monotonic()
+    acc.arm_courier(sel.courier_io(), {7: node(3, room=2)}, LEADERS, {("t", 1)}, {("t", 0): 7},
+                    1000, 0, 1, 1000, None)
+    first = _parse_produce_v3(_recv_frame(conn))
+    second = _parse_produce_v3(_recv_frame(conn))
+    assert time.monotonic() - t0 >= LINGER_MS / 1000 - 0.002 - 0.001  # the second lingered
+    assert (first[0], second[0]) == (3, 4) and list(first[4]) == list(second[4]) == [("t", 0)]
+    b1, b2 = (decode_batch(f[4][("t", 0)]) for f in (first, second))
+    assert (b1.base_sequence, b2.base_sequence) == (7, 8)
+    assert [r.value for r in b1.records + b2.records] == [b"x" * 600, b"y" * 600]
+    taken = acc.take_courier_sends(0)
+    assert [(cid, [b.base_sequence for b in batches]) for _, cid, _, _, _, batches, _ in taken] \
+        == [(3, [7]), (4, [8])]
+    assert taken[0][4] is True          # settled to stage the second: no poll reports it
+    assert acc.queued_batches() == 1    # the muted partition's
+
+
+def _produce_response_v3(cid: int, topic: str, entries) -> bytes:
+    """A framed Produce v3 response: ``entries`` [(partition, error_code, base_offset)]."""
+    name = topic.encode()
+    body = struct.pack(">ii", cid, 1) + struct.pack(">h", len(name)) + name
+    body += struct.pack(">i", len(entries))
+    for partition, code, offset in entries:
+        body += struct.pack(">ihqq", partition, code, offset, -1)
+    body += struct.pack(">i", 0)        # throttle time
+    return struct.pack(">i", len(body)) + body
+
+
+def test_the_courier_reads_and_settles_an_acknowledgement_then_leaves_an_error(link):
+    """With nothing else in flight it reads the responses: an acknowledgement of every batch is
+    settled (its room is free: the next request goes before any step); an error is left to
+    the next poll, with the request adopted by the step as unanswered."""
+    sel, conn = link
+    acc = _acc()
+    acc.arm_courier(sel.courier_io(), {7: node(50, room=1, reads=True)}, LEADERS, None, None,
+                    -1, -1, 1, 1000, None)
+    acc.append("t", 0, None, b"a", None, None, None)
+    assert _parse_produce_v3(_recv_frame(conn))[0] == 50
+    acc.append("t", 0, None, b"b", None, None, None)            # a new batch: the first is sealed
+    time.sleep(2 * LINGER_MS / 1000)
+    assert acc.courier_sent == 1                                # room 1: it waits for the answer
+    conn.sendall(_produce_response_v3(50, "t", [(0, 0, 42)]))
+    assert _parse_produce_v3(_recv_frame(conn))[0] == 51        # answered: room for the next
+    assert acc.courier_answered == 1
+    conn.sendall(_produce_response_v3(51, "t", [(0, 6, -1)]))   # NOT_LEADER_OR_FOLLOWER
+    deadline = time.monotonic() + 5
+    while not sel.needs_poll():                                 # read and kept for the poll
+        assert time.monotonic() < deadline, "the courier did not read the error"
+        time.sleep(0.001)
+    taken = acc.take_courier_sends(0)
+    assert [(cid, results, [bytes(b.records_view()) if False else b.record_count for b in batches])
+            for _, cid, _, _, _, batches, results in taken] == [(50, [(42, -1)], [1]), (51, None, [1])]
+    assert acc.courier_answered == 1
+    received = sel.poll(0).received
+    assert received == [(0, _produce_response_v3(51, "t", [(0, 6, -1)])[4:])]
 
 
 # ---- a producer whose application keeps the GIL -----------------------------------------------

@@ -210,24 +210,31 @@ def test_request_timeout_disconnects_and_fails_in_flight_requests(clock, sel):
 
 
 def test_a_request_the_courier_wrote_is_reserved_then_adopted_in_order(clock, sel):
-    """reserve_request names the connection, version and a correlation id only while a
-    request staged now would be written at once; adopt() tracks the courier's request as
-    if send() had staged it: marked sent by the next poll, answered in order."""
+    """reserve_requests names the connection, version, a block of correlation ids and the
+    room in flight only while a request staged now would be written at once (the courier
+    reads the responses when nothing else is in flight, and gets more ids than room then);
+    adopt() tracks the courier's request as if send() had staged it: marked sent by the
+    next poll (or already, when the courier saw it written whole), answered in order."""
+    from kproducer.network import COURIER_ROUNDS
     from kproducer.protocol import PRODUCE
     client = new_client(clock, sel, max_in_flight=2)
-    assert client.reserve_request(0, PRODUCE) is None               # no such node
+    assert client.reserve_requests(0, PRODUCE) is None              # no such node
     slot = make_ready(client, sel, clock)
-    conn, version, cid = client.reserve_request(0, PRODUCE)
+    conn, version, cid, count, room, reads = client.reserve_requests(0, PRODUCE)
     assert conn == slot and version == client.api_version(0, PRODUCE)
+    assert (count, room, reads) == (2 * COURIER_ROUNDS, 2, True)
     first = metadata_request(client, clock)                         # a later request
-    assert client.reserve_request(0, PRODUCE) is None               # staged, not written yet
+    assert client.reserve_requests(0, PRODUCE) is None              # staged, not written yet
+    assert request_header(sel.sent[-1][1])[2] == cid + count        # past the block
     sel.then(sent=[slot])
     client.poll(0, clock.mono_ms())
+    _, _, cid2, count2, room2, reads2 = client.reserve_requests(0, PRODUCE)
+    assert (count2, room2, reads2) == (1, 1, False)                 # the metadata is in flight
     adopted = []
     client.adopt(0, PRODUCE, version, cid, "req", lambda r, e: adopted.append((r, e)),
                  clock.mono_ms(), decoder=lambda ver, payload: ("decoded", ver))
     assert client.in_flight_count(0) == 2
-    assert client.reserve_request(0, PRODUCE) is None               # max_in_flight=2 reached
+    assert client.reserve_requests(0, PRODUCE) is None              # max_in_flight=2 reached
     second = metadata_request(client, clock)                        # waits behind the unsent one
     assert len(sel.sent) == 2                                       # ApiVersions, Metadata
     sel.then(sent=[slot])                                           # the courier's, reported
@@ -245,6 +252,28 @@ def test_a_request_the_courier_wrote_is_reserved_then_adopted_in_order(clock, se
     lost = []
     client.adopt(9, PRODUCE, version, 77, "req", lambda r, e: lost.append(e), clock.mono_ms())
     assert isinstance(lost[0], NetworkError) and "node 9" in str(lost[0])
+
+
+def test_a_request_the_courier_wrote_whole_needs_no_sent_report(clock, sel):
+    """The courier settles a request it saw written whole (to stage its next): adopted as
+    sent, the request behind it is staged at once, and the responses match in order."""
+    from kproducer.protocol import PRODUCE
+    client = new_client(clock, sel, max_in_flight=5)
+    slot = make_ready(client, sel, clock)
+    _, version, cid, _, _, _ = client.reserve_requests(0, PRODUCE)
+    answers = []
+    for k in range(2):
+        client.adopt(0, PRODUCE, version, cid + k, "req", lambda r, e: answers.append((r, e)),
+                     clock.mono_ms(), decoder=lambda ver, payload: payload[:4], sent=k == 0)
+    staged = len(sel.sent)
+    metadata_request(client, clock)
+    assert len(sel.sent) == staged              # waits: the second is not reported sent yet
+    sel.then(sent=[slot])
+    client.poll(0, clock.mono_ms())
+    assert len(sel.sent) == staged + 1          # the report was the second's
+    sel.then(received=[(slot, struct.pack(">i", cid)), (slot, struct.pack(">i", cid + 1))])
+    client.poll(0, clock.mono_ms())
+    assert answers == [(struct.pack(">i", cid), None), (struct.pack(">i", cid + 1), None)]
 
 
 def test_reconnect_backoff_grows_and_is_reset_once_ready(clock, sel):

@@ -6,17 +6,20 @@
  *       -o /tmp/test_courier && /tmp/test_courier
  * (add -fsanitize=address,undefined -g for the sanitizer run, as tests/test_build.py does)
  *
- * The selector is a fake behind kp_selector_fns that keeps what the courier stages. Checks:
- * an offered batch is sent once its deadline passes and not before, as one Produce request
- * with the plan's correlation id, client id, acks and timeout, the batch finished with the
- * plan's producer id, epoch and sequence (CRC valid) and sealed; a node that is not connected
- * or still writing gets nothing and is not looked at again (no spin); a plan reset before the
- * deadline sends nothing; the spinning trylock gives up on a held lock after its time.
+ * The selector is a fake behind kp_selector_fns that keeps what the courier stages and hands
+ * it responses. Checks: an offered batch is sent once its deadline passes and not before, as
+ * one Produce request with the plan's correlation id, client id, acks and timeout, the batch
+ * finished with the plan's producer id, epoch and sequence (CRC valid) and sealed; a
+ * transactional plan's request and batch; a response read and settled makes room for the
+ * next request, an error response is left to the step; a node that is not connected or still
+ * writing gets nothing and is not looked at again (no spin); a plan reset before the deadline
+ * sends nothing; the spinning trylock gives up on a held lock after its time.
  */
 #define _GNU_SOURCE
 #include "kp_courier.h"
 #include "kp_test.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,11 +28,17 @@
 
 static struct {
     pthread_mutex_t mu;
-    int connected, sending, sends, flushes;
+    int connected, sending, sends, flushes, settles;
     int32_t conn_id;
-    uint8_t frame[4096];
+    uint8_t frame[4096];        /* the last request staged */
     size_t len;
-} fake = {PTHREAD_MUTEX_INITIALIZER, 1, 0, 0, 0, -1, {0}, 0};
+    /* Frames the connection holds for the reader (responses), and a pipe that turns readable
+     * when one is pushed (the connection's descriptor). */
+    uint8_t kept[4][256];
+    size_t kept_len[4];
+    int n_kept;
+    int pipe[2];
+} fake = {PTHREAD_MUTEX_INITIALIZER, 1, 0, 0, 0, 0, -1, {0}, 0, {{0}}, {0}, 0, {-1, -1}};
 
 static kp_status fake_send(kp_selector *s, int32_t id, const uint8_t *data, size_t len)
 {
@@ -79,17 +88,96 @@ static int fake_is_sending(const kp_selector *s, int32_t id)
     return fake_get(&fake.sending);
 }
 
-static const kp_selector_fns fns = {fake_send, fake_flush, fake_is_connected, fake_is_sending};
+/* Every staged send is written whole at once. */
+static int fake_settle(kp_selector *s, int32_t id)
+{
+    (void)s; (void)id;
+    pthread_mutex_lock(&fake.mu);
+    int r = fake.sending;
+    fake.sending = 0;
+    fake.settles += r;
+    pthread_mutex_unlock(&fake.mu);
+    return r;
+}
+
+static int fake_conn_fd(const kp_selector *s, int32_t id)
+{
+    (void)s; (void)id;
+    return fake.pipe[0];
+}
+
+static int fake_read(kp_selector *s, int32_t id)
+{
+    (void)s; (void)id;
+    char buf[16];
+    while (read(fake.pipe[0], buf, sizeof buf) > 0) {}
+    return fake_get(&fake.n_kept);
+}
+
+static const uint8_t *fake_kept(const kp_selector *s, int32_t id, size_t *len)
+{
+    (void)s; (void)id;
+    pthread_mutex_lock(&fake.mu);
+    const uint8_t *f = fake.n_kept ? fake.kept[0] : NULL;
+    *len = fake.n_kept ? fake.kept_len[0] : 0;
+    pthread_mutex_unlock(&fake.mu);
+    return f;
+}
+
+static void fake_drop_kept(kp_selector *s, int32_t id)
+{
+    (void)s; (void)id;
+    pthread_mutex_lock(&fake.mu);
+    if (fake.n_kept) {
+        memmove(fake.kept[0], fake.kept[1], sizeof fake.kept - sizeof fake.kept[0]);
+        memmove(fake.kept_len, fake.kept_len + 1, sizeof fake.kept_len - sizeof fake.kept_len[0]);
+        fake.n_kept--;
+    }
+    pthread_mutex_unlock(&fake.mu);
+}
+
+static const kp_selector_fns fns = {fake_send, fake_flush, fake_is_connected, fake_is_sending,
+                                    fake_settle, fake_conn_fd, fake_read, fake_kept,
+                                    fake_drop_kept};
 
 static void fake_reset(int connected, int sending)
 {
     pthread_mutex_lock(&fake.mu);
     fake.connected = connected;
     fake.sending = sending;
-    fake.sends = fake.flushes = 0;
+    fake.sends = fake.flushes = fake.settles = 0;
     fake.len = 0;
     fake.conn_id = -1;
+    fake.n_kept = 0;
+    if (fake.pipe[0] < 0 && pipe2(fake.pipe, O_NONBLOCK | O_CLOEXEC) != 0)
+        fake.pipe[0] = fake.pipe[1] = -1;
     pthread_mutex_unlock(&fake.mu);
+}
+
+/* The connection receives a Produce v3 response: correlation id, topic "t", partition 2, the
+ * error code and base offset. */
+static void fake_respond(int32_t cid, int16_t code, int64_t offset)
+{
+    uint8_t r[64];
+    size_t n = 0;
+#define PUT32(v) do { uint32_t x_ = (uint32_t)(v); r[n++] = x_ >> 24; r[n++] = x_ >> 16; \
+                      r[n++] = x_ >> 8; r[n++] = x_; } while (0)
+    PUT32(cid);
+    PUT32(1);                                   /* one topic */
+    r[n++] = 0; r[n++] = 1; r[n++] = 't';
+    PUT32(1);                                   /* one partition */
+    PUT32(2);
+    r[n++] = (uint8_t)((uint16_t)code >> 8); r[n++] = (uint8_t)code;
+    PUT32((uint64_t)offset >> 32); PUT32(offset);
+    PUT32(-1); PUT32(-1);                       /* log append time -1 */
+    PUT32(0);                                   /* throttle time */
+#undef PUT32
+    pthread_mutex_lock(&fake.mu);
+    memcpy(fake.kept[fake.n_kept], r, n);
+    fake.kept_len[fake.n_kept++] = n;
+    pthread_mutex_unlock(&fake.mu);
+    ssize_t w = write(fake.pipe[1], "x", 1);
+    (void)w;
 }
 
 static int fake_sends(void)
@@ -107,9 +195,11 @@ static int64_t now_us(void)
 static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
 static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 
-/* Arms c with one node (id 5, connection 3, Produce v3, correlation id 77) and partition 2 of
- * topic "t" (sequence 9), offering w due at due_us; txn_id: the transactional id, or NULL. */
-static void arm_txn(kp_courier *c, kp_batch_writer *w, int64_t due_us, const char *txn_id)
+/* Arms c with one node (id 5, connection 3, Produce v3, correlation ids from 77, `room` in
+ * flight, `reads`) and partition 2 of topic "t" (sequence 9), offering w[0..n) due at
+ * due_us; txn_id: the transactional id, or NULL. */
+static void arm_plan(kp_courier *c, kp_batch_writer *w, int n_batches, int64_t due_us,
+                     const char *txn_id, int32_t room, int reads)
 {
     static kp_selector *not_used;   /* the fake ignores it */
     kp_courier_plan plan = {
@@ -121,12 +211,18 @@ static void arm_txn(kp_courier *c, kp_batch_writer *w, int64_t due_us, const cha
     };
     kp_courier_lock(c);
     kp_courier_reset(c);
-    int32_t n = kp_courier_add_node(c, 5, 3, 3, 77);
+    int32_t n = kp_courier_add_node(c, 5, 3, 3, 77, reads ? 4 * room : room, room, reads);
     int32_t p = kp_courier_add_part(c, n, (const uint8_t *)"t", 1, 2, 9);
     CHECK(n == 0 && p == 0, "plan indexes %d %d", n, p);
-    kp_courier_offer(c, p, w, w, due_us);
+    for (int i = 0; i < n_batches; i++)
+        kp_courier_offer(c, p, &w[i], &w[i], due_us);
     CHECK(kp_courier_arm(c, &plan) == KP_OK && kp_courier_armed(c), "arm");
     kp_courier_unlock(c);
+}
+
+static void arm_txn(kp_courier *c, kp_batch_writer *w, int64_t due_us, const char *txn_id)
+{
+    arm_plan(c, w, 1, due_us, txn_id, 1, 0);
 }
 
 static void arm_one(kp_courier *c, kp_batch_writer *w, int64_t due_us)
@@ -141,17 +237,33 @@ static void new_batch(kp_batch_writer *w)
           == KP_OK, "append");
 }
 
-/* The node's `used` once the courier looked (0 when it did not within 5 s). */
+/* Once the courier looked at the node: 1 when it sent a request, -1 when it stopped without
+ * (0 when neither within 5 s). */
 static int wait_used(kp_courier *c)
 {
     int64_t deadline = now_us() + 5000000;
     for (;;) {
         size_t nn;
         kp_courier_lock(c);
-        int used = kp_courier_nodes(c, &nn)[0].used;
+        const kp_courier_node *node = &kp_courier_nodes(c, &nn)[0];
+        int used = node->n_requests > 0 ? 1 : node->stopped ? -1 : 0;
         kp_courier_unlock(c);
         if (used != 0 || now_us() > deadline)
             return used;
+        usleep(1000);
+    }
+}
+
+/* Until cond(c) holds (with the lock), for up to 5 s: whether it did. */
+static int wait_for(kp_courier *c, int (*cond)(kp_courier *))
+{
+    int64_t deadline = now_us() + 5000000;
+    for (;;) {
+        kp_courier_lock(c);
+        int ok = cond(c);
+        kp_courier_unlock(c);
+        if (ok || now_us() > deadline)
+            return ok;
         usleep(1000);
     }
 }
@@ -188,8 +300,12 @@ static void test_sent_at_the_deadline(void)
     CHECK(w.sealed == 1, "sealed");
     size_t np;
     kp_courier_lock(c);
-    const kp_courier_part *parts = kp_courier_parts(c, &np);
-    CHECK(np == 1 && parts[0].sent == 1 && parts[0].owner == &w, "the part says sent");
+    const kp_courier_batch *batches = kp_courier_batches(c, &np);
+    size_t nr;
+    const kp_courier_request *reqs = kp_courier_requests(c, &nr);
+    CHECK(np == 1 && batches[0].request == 0 && batches[0].owner == &w && batches[0].base_sequence == 9,
+          "the batch says sent, in request 0, with sequence 9");
+    CHECK(nr == 1 && reqs[0].correlation_id == 77 && !reqs[0].answered, "the request");
     kp_courier_reset(c);
     CHECK(!kp_courier_armed(c), "reset disarms");
     kp_courier_unlock(c);
@@ -223,6 +339,63 @@ static void test_transactional(void)
     kp_courier_unlock(c);
     kp_courier_free(c);
     kp_batch_free(&w);
+}
+
+static int answered_one(kp_courier *c)
+{
+    size_t n;
+    return kp_courier_nodes(c, &n)[0].n_answered == 1 && kp_courier_nodes(c, &n)[0].n_requests == 2;
+}
+
+static int stopped(kp_courier *c)
+{
+    size_t n;
+    return kp_courier_nodes(c, &n)[0].stopped;
+}
+
+/* Room for one request in flight, two batches queued: the first goes, the second waits for
+ * the first's acknowledgement, which the courier reads and settles (offset kept, frame
+ * dropped) and then sends it with the next sequence and correlation id. An error answer is
+ * left to the step: kept, and the node stopped. */
+static void test_reads_and_goes_on(void)
+{
+    kp_courier *c;
+    kp_batch_writer w[3];
+    CHECK(kp_courier_new(&c, NULL) == KP_OK, "new");
+    for (int i = 0; i < 3; i++)
+        new_batch(&w[i]);
+    fake_reset(1, 0);
+    arm_plan(c, w, 3, now_us(), NULL, 1, 1);
+    CHECK(wait_used(c) == 1, "the courier did not send");
+    usleep(20000);
+    CHECK(fake_sends() == 1, "room for one: %d sent before an answer", fake_sends());
+    CHECK(be32(fake.frame + 8) == 77, "the first correlation id");
+    fake_respond(77, 0, 500);
+    CHECK(wait_for(c, answered_one), "the answer was not settled, or nothing followed it");
+    CHECK(fake_sends() == 2 && fake_get(&fake.settles) == 1, "the second request, after a settle");
+    CHECK(be32(fake.frame + 8) == 78, "the next correlation id");
+    kp_batch_info info;
+    kp_error err;
+    CHECK(kp_batch_read_header(fake.frame + 44, w[1].buf.len, &info, &err) == KP_OK
+          && info.base_sequence == 10, "the second batch's sequence follows the first's record");
+    CHECK(fake_get(&fake.n_kept) == 0 && kp_courier_answered(c) == 1, "the answer dropped, counted");
+    fake_respond(78, 6, -1);                    /* NOT_LEADER_OR_FOLLOWER */
+    CHECK(wait_for(c, stopped), "an error answer did not stop the node");
+    CHECK(fake_get(&fake.n_kept) == 1 && kp_courier_answered(c) == 1 && fake_sends() == 2,
+          "the error answer is the step's: kept, nothing more sent");
+    size_t nb, nr;
+    kp_courier_lock(c);
+    const kp_courier_batch *b = kp_courier_batches(c, &nb);
+    const kp_courier_request *r = kp_courier_requests(c, &nr);
+    CHECK(nb == 3 && b[0].request == 0 && b[0].base_offset == 500 && b[1].request == 1
+          && b[2].request == -1, "offsets and requests by batch");
+    CHECK(nr == 2 && r[0].answered && r[0].whole && !r[1].answered && !r[1].whole,
+          "the first answered and settled, the second neither");
+    kp_courier_reset(c);
+    kp_courier_unlock(c);
+    kp_courier_free(c);
+    for (int i = 0; i < 3; i++)
+        kp_batch_free(&w[i]);
 }
 
 static void test_a_node_that_cannot_take_it(int connected, int sending)
@@ -274,6 +447,7 @@ int main(void)
 {
     test_sent_at_the_deadline();
     test_transactional();
+    test_reads_and_goes_on();
     test_a_node_that_cannot_take_it(0, 0);
     test_a_node_that_cannot_take_it(1, 1);
     test_reset_before_the_deadline();

@@ -304,9 +304,9 @@ cdef class RecordAccumulator:
                 b.free_memory()
                 raise_kp_error(kst, NULL, f"append to {st.topic}[{p}]")
             q = st.queues[p]
-            if not q and st.slots > p and st.courier_slot[p] >= 0 and kp_courier_armed(self._courier.c):
-                # Its partition's only batch: the courier sends it when linger.ms is over,
-                # if no step has by then.
+            if st.slots > p and st.courier_slot[p] >= 0 and kp_courier_armed(self._courier.c):
+                # Its partition's queue is the courier's (first attempts only): it sends this
+                # batch after those ahead of it, when linger.ms is over, if no step has.
                 kp_courier_offer(self._courier.c, st.courier_slot[p], &b.w, <void *>b,
                                  kp_turn_wall_to_mono_us(now + self.linger_ms))
             q.append(b)
@@ -883,10 +883,11 @@ cdef class RecordAccumulator:
     def arm_courier(self, selector_io, dict nodes, dict leaders, muted, next_seq, int64_t producer_id,
                     int producer_epoch, int acks, int32_t timeout_ms, bytes client_id, *,
                     only=None, bytes transactional_id=None):
-        """The Sender, as its step ends: until the next step, the courier may send one
-        Produce request to each of ``nodes`` ({node_id: (connection id, Produce version,
-        reserved correlation id)}), holding the lingering batches of the partitions they lead
-        (``leaders``: {topic: [leader node id by partition]}) whose linger.ms is over;
+        """The Sender, as its step ends: until the next step, the courier may send Produce
+        requests to ``nodes`` ({node_id: (connection id, Produce version, first reserved
+        correlation id, ids reserved, room in flight, whether nothing else is in flight: it
+        reads the responses)}), holding the queued batches of the partitions they lead
+        (``leaders``: {topic: [leader node id by partition]}) as they become sendable;
         ``selector_io`` is Selector.courier_io(), ``next_seq`` {(topic, partition):
         BaseSequence} (None without idempotence). A transactional producer names its
         ``transactional_id`` and the partitions its transaction has added (``only``): the
@@ -899,9 +900,10 @@ cdef class RecordAccumulator:
             self._release()
 
     def take_courier_sends(self, int64_t now):
-        """The Sender, as its step begins: disarms the courier and returns what it sent,
-        [(node_id, correlation_id, version, send_ms, [ProducerBatch])], the batches out of
-        their queues, finished as they went out."""
+        """The Sender, as its step begins: disarms the courier and returns what it sent and
+        what it read, [(node_id, correlation_id, version, send_ms, whole, [ProducerBatch],
+        results)] (courier.pxi, _courier_take), the batches out of their queues, finished as
+        they went out."""
         self._acquire()
         try:
             return _courier_take(self, now)
@@ -912,6 +914,11 @@ cdef class RecordAccumulator:
     def courier_sent(self):
         """Produce requests the courier wrote."""
         return self._courier.sent
+
+    @property
+    def courier_answered(self):
+        """Produce responses the courier read and settled."""
+        return self._courier.answered
 
     @property
     def courier_armed(self):

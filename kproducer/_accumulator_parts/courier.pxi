@@ -43,27 +43,36 @@ cdef class Courier:
         """Requests the courier wrote."""
         return kp_courier_sent(self.c)
 
+    @property
+    def answered(self):
+        """Responses the courier read and settled (every batch acknowledged)."""
+        return kp_courier_answered(self.c)
+
 
 cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dict leaders,
                       object muted, object only, object next_seq, int64_t producer_id,
                       int producer_epoch, int acks, int32_t timeout_ms, bytes client_id,
                       bytes transactional_id) except -1:
     """Builds the courier's plan (the accumulator's lock is held): ``nodes`` {node_id:
-    (connection id, Produce version, reserved correlation id)} can take a request now;
-    ``leaders`` {topic: [leader node id by partition]}. Every partition they lead that is not
-    ``muted`` (and is in ``only``, unless it is None) and has no batch or one lingering first
-    attempt gets a slot, and that batch is offered."""
+    (connection id, Produce version, first reserved correlation id, ids reserved, room in
+    flight, whether nothing else is in flight)} can take requests now; ``leaders`` {topic:
+    [leader node id by partition]}. Every partition they lead that is not ``muted`` (and is
+    in ``only``, unless it is None) and whose queue holds first attempts only gets a slot,
+    and its queue is offered, in order."""
     cdef kp_courier *c = acc._courier.c
     cdef kp_courier_plan plan
     cdef dict index = {}
     cdef _TopicState st
-    cdef ProducerBatch head
+    cdef ProducerBatch b
     cdef int32_t p, part, node
+    cdef Py_ssize_t i, n
+    cdef int64_t due
     cdef const char *name
     cdef Py_ssize_t name_len
+    cdef bint at_once = acc.pool.waiters > 0 or acc.closed or acc.flushes_in_progress > 0
     kp_courier_reset(c)
-    for node_id, (conn_id, version, cid) in nodes.items():
-        node = kp_courier_add_node(c, node_id, conn_id, version, cid)
+    for node_id, (conn_id, version, first_cid, block, room, reads) in nodes.items():
+        node = kp_courier_add_node(c, node_id, conn_id, version, first_cid, block, room, reads)
         if node >= 0:
             index[node_id] = node
     for st in acc._topics.values():
@@ -76,13 +85,9 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
             if p >= n_known:
                 continue        # not in this metadata yet: the steps send it
             q = st.queues[p]
-            head = None
-            if q:
-                # Only a lone first attempt that is still filling: anything else is for a step.
-                head = q[0]
-                if (len(q) != 1 or head.attempts > 0 or head.closed or head.base_sequence >= 0
-                        or st.open_batches[p] is not head):
-                    continue
+            # First attempts only, never drained: a retry (and what follows it) is a step's.
+            if any(b.attempts > 0 or b.closed or b.base_sequence >= 0 for b in q):
+                continue
             leader = index.get((<list>by_partition)[p])
             if leader is None or (muted and (st.topic, p) in muted):
                 continue
@@ -93,9 +98,17 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
             if part < 0:
                 continue
             st.courier_slot[p] = part
-            if head is not None:
-                kp_courier_offer(c, part, &head.w, <void *>head,
-                                 kp_turn_wall_to_mono_us(head.created_ms + acc.linger_ms))
+            n = len(q)
+            for i in range(n):
+                b = q[i]
+                # Sendable at once: a batch behind another, a full one (batch.size reached, or
+                # no longer open), or anything while memory is short or the producer flushes
+                # or closes (as _wait_left); the last open one when its linger.ms is over.
+                if at_once or i < n - 1 or b.reached_size or st.open_batches[p] is not b:
+                    due = 0
+                else:
+                    due = kp_turn_wall_to_mono_us(b.created_ms + acc.linger_ms)
+                kp_courier_offer(c, part, &b.w, <void *>b, due)
     plan.io = <const kp_selector_fns *>PyCapsule_GetPointer(selector_io[1], b"kproducer.kp_selector_fns")
     plan.selector = <kp_selector *>PyCapsule_GetPointer(selector_io[0], b"kproducer.kp_selector")
     plan.turn = NULL if acc.turn is None else acc.turn.t
@@ -122,36 +135,43 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
 
 
 cdef list _courier_take(RecordAccumulator acc, int64_t now):
-    """What the courier sent since it was armed, as [(node_id, correlation_id, version,
-    send_ms, [ProducerBatch])], each batch out of its queue, closed and finished as the
-    courier finished it; disarms the courier (the accumulator's lock is held)."""
+    """What the courier did since it was armed, as [(node_id, correlation_id, version,
+    send_ms, whole, [ProducerBatch], results)] in the order it wrote the requests: ``whole``
+    when it was written whole (no poll reports it sent), ``results`` [(base_offset,
+    log_append_time_ms)] by batch when the courier read a response that acknowledged every
+    batch (None: not answered yet, or the answer is the poll's). Each batch is out of its
+    queue, closed and finished as the courier finished it. Disarms the courier (the
+    accumulator's lock is held)."""
     cdef kp_courier *c = acc._courier.c
-    cdef size_t nn = 0, np_ = 0, i
+    cdef size_t nn = 0, nr = 0, nb = 0, i
     cdef const kp_courier_node *nodes = kp_courier_nodes(c, &nn)
-    cdef const kp_courier_part *parts = kp_courier_parts(c, &np_)
+    cdef const kp_courier_request *requests = kp_courier_requests(c, &nr)
+    cdef const kp_courier_batch *batches = kp_courier_batches(c, &nb)
     cdef const kp_courier_plan *plan = kp_courier_current_plan(c)
+    cdef const kp_courier_request *r
+    cdef const kp_courier_node *node
     cdef list out = []
-    cdef list sent_by = [None] * <Py_ssize_t>nn     # node index -> its request's batches
-    cdef list batches
     cdef ProducerBatch b
     cdef _TopicState st
     cdef int32_t p
-    for i in range(nn):
-        if nodes[i].used == 1:
-            batches = []
-            sent_by[i] = batches
-            out.append((nodes[i].node_id, nodes[i].correlation_id, nodes[i].version,
-                        nodes[i].send_ms, batches))
-    for i in range(np_):
-        if not parts[i].sent:
+    if nr == 0:
+        kp_courier_reset(c)
+        return out
+    for i in range(nr):
+        r = &requests[i]
+        node = &nodes[r.node]
+        out.append((node.node_id, r.correlation_id, node.version, r.send_ms, r.whole != 0, [],
+                    [] if r.answered else None))
+    # Offer order is each partition's queue order: its sent batches are its queue's head.
+    for i in range(nb):
+        if batches[i].request < 0:
             continue
-        b = <ProducerBatch>parts[i].owner
+        b = <ProducerBatch>batches[i].owner
         p = b.partition
         st = acc._topics[b.topic]
         q = st.queues[p]
         if not q or q[0] is not b:
-            # The courier sends only a partition's lone queued batch, and nothing but a
-            # step (which takes these first) removes a batch from a queue.
+            # Nothing but a step (which takes these first) removes a batch from a queue.
             kp_courier_reset(c)
             raise RuntimeError(f"the courier's batch of {b.topic}[{p}] left its queue")
         q.popleft()
@@ -163,8 +183,10 @@ cdef list _courier_take(RecordAccumulator acc, int64_t now):
         b.drained_ms = now
         b.producer_id = plan.producer_id
         b.producer_epoch = plan.producer_epoch
-        b.base_sequence = parts[i].base_sequence if plan.producer_id >= 0 else -1
-        batches = sent_by[parts[i].node]
-        batches.append(b)
+        b.base_sequence = batches[i].base_sequence
+        entry = out[batches[i].request]
+        (<list>entry[5]).append(b)
+        if entry[6] is not None:
+            (<list>entry[6]).append((batches[i].base_offset, batches[i].log_append_time_ms))
     kp_courier_reset(c)
     return out

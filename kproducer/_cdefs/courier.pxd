@@ -16,25 +16,45 @@ cdef extern from "kp_courier.h" nogil:
         int32_t node_id
         int32_t conn_id
         int version
+        int32_t first_correlation_id
+        int32_t max_requests
+        int32_t room
+        int reads
+        int32_t n_requests
+        int32_t n_answered
+        int stopped
+
+    ctypedef struct kp_courier_request:
+        int32_t node
         int32_t correlation_id
-        int used
         int64_t send_ms
+        int whole
+        int answered
 
     ctypedef struct kp_courier_part:
         const uint8_t *topic
         size_t topic_len
         int32_t partition
         int32_t node
-        int32_t base_sequence
+        int32_t next_sequence
+        int32_t head
+        int32_t tail
+
+    ctypedef struct kp_courier_batch:
+        int32_t part
+        int32_t next
         kp_batch_writer *batch
         void *owner
         int64_t due_us
-        int sent
+        int32_t request
+        int32_t base_sequence
+        int64_t base_offset
+        int64_t log_append_time_ms
 
     ctypedef struct kp_courier_plan:
         const kp_selector_fns *io
         kp_selector *selector
-        const kp_turn *turn
+        kp_turn *turn
         int64_t producer_id
         int16_t producer_epoch
         int16_t acks
@@ -52,7 +72,8 @@ cdef extern from "kp_courier.h" nogil:
     void kp_courier_unlock(kp_courier *c)
     void kp_courier_reset(kp_courier *c)
     int32_t kp_courier_add_node(kp_courier *c, int32_t node_id, int32_t conn_id, int version,
-                                int32_t correlation_id)
+                                int32_t first_correlation_id, int32_t max_requests, int32_t room,
+                                int reads)
     int32_t kp_courier_add_part(kp_courier *c, int32_t node, const uint8_t *topic, size_t topic_len,
                                 int32_t partition, int32_t base_sequence)
     void kp_courier_offer(kp_courier *c, int32_t part, kp_batch_writer *batch, void *owner,
@@ -60,6 +81,9 @@ cdef extern from "kp_courier.h" nogil:
     kp_status kp_courier_arm(kp_courier *c, const kp_courier_plan *plan)
     int kp_courier_armed(const kp_courier *c)
     const kp_courier_node *kp_courier_nodes(const kp_courier *c, size_t *n)
+    const kp_courier_request *kp_courier_requests(const kp_courier *c, size_t *n)
     const kp_courier_part *kp_courier_parts(const kp_courier *c, size_t *n)
+    const kp_courier_batch *kp_courier_batches(const kp_courier *c, size_t *n)
     const kp_courier_plan *kp_courier_current_plan(const kp_courier *c)
     uint64_t kp_courier_sent(const kp_courier *c)
+    uint64_t kp_courier_answered(const kp_courier *c)
