@@ -28,6 +28,8 @@ struct kp_courier {
     kp_courier_plan plan;
     kp_courier_node *nodes;
     size_t n_nodes, cap_nodes;
+    kp_courier_prior *priors;
+    size_t n_priors, cap_priors;
     kp_courier_request *requests;
     size_t n_requests, cap_requests;
     kp_courier_part *parts;
@@ -102,7 +104,7 @@ static int node_can_send(kp_courier *c, int32_t n, int *writing)
     kp_courier_node *node = &c->nodes[n];
     const kp_courier_plan *pl = &c->plan;
     if (node->stopped || node->n_requests >= node->max_requests ||
-        node->n_requests - node->n_answered >= node->room)
+        node->n_prior + node->n_requests - node->n_answered >= node->max_in_flight)
         return 0;
     if (!pl->io->is_connected(pl->selector, node->conn_id)) {
         node->stopped = 1;      /* unchanged until the next step's poll: do not look again */
@@ -248,12 +250,12 @@ static kp_courier_request *nth_request(kp_courier *c, int32_t n, int32_t k, int3
     return NULL;
 }
 
-/* With mu held: whether frame[0, len) answers request ri with every partition's success;
- * if so its batches get their offsets. */
-static int settle_response(kp_courier *c, int32_t ri, const uint8_t *frame, size_t len)
+/* With mu held: frame[0, len) decoded as a Produce response of `version` into c->results
+ * (*n of them); whether it decodes, answers `cid`, and every partition succeeded. */
+static int produce_ok(kp_courier *c, const uint8_t *frame, size_t len, int version, int32_t cid,
+                      size_t *n)
 {
-    kp_courier_request *req = &c->requests[ri];
-    size_t cap = len / KP_PRODUCE_MIN_PARTITION_BYTES + 1, n = 0;
+    size_t cap = len / KP_PRODUCE_MIN_PARTITION_BYTES + 1;
     if (cap > c->cap_results) {
         kp_produce_result *r = realloc(c->results, cap * sizeof *r);
         if (r == NULL)
@@ -261,46 +263,65 @@ static int settle_response(kp_courier *c, int32_t ri, const uint8_t *frame, size
         c->results = r;
         c->cap_results = cap;
     }
-    int32_t cid = 0;
+    int32_t got = 0;
     kp_error err;
-    if (kp_produce_response_read(frame, len, c->nodes[req->node].version, &cid, c->results, cap,
-                                 &n, &err) != KP_OK || cid != req->correlation_id)
+    if (kp_produce_response_read(frame, len, version, &got, c->results, cap, n, &err) != KP_OK ||
+        got != cid)
         return 0;
-    size_t expected = 0;
+    for (size_t k = 0; k < *n; k++)
+        if (c->results[k].error_code != 0)
+            return 0;
+    return 1;
+}
+
+/* With mu held: request ri's batch answered by result r, or NULL. */
+static kp_courier_batch *batch_for(kp_courier *c, int32_t ri, const kp_produce_result *r,
+                                   const uint8_t *frame)
+{
+    for (size_t i = 0; i < c->n_batches; i++) {
+        kp_courier_batch *b = &c->batches[i];
+        const kp_courier_part *p = &c->parts[b->part];
+        if (b->request == ri && p->partition == r->partition && p->topic_len == r->topic_len &&
+            memcmp(p->topic, frame + r->topic_off, r->topic_len) == 0)
+            return b;
+    }
+    return NULL;
+}
+
+/* With mu held: whether frame[0, len) answers request ri by acknowledging its every batch,
+ * each once; if so the batches get their offsets. */
+static int settle_response(kp_courier *c, int32_t ri, const uint8_t *frame, size_t len)
+{
+    kp_courier_request *req = &c->requests[ri];
+    size_t n = 0, expected = 0;
+    if (!produce_ok(c, frame, len, c->nodes[req->node].version, req->correlation_id, &n))
+        return 0;
     for (size_t i = 0; i < c->n_batches; i++)
         expected += c->batches[i].request == ri;
     if (n != expected)
         return 0;
-    /* Each result names one of the request's batches, once, with no error. */
     for (size_t k = 0; k < n; k++) {
-        const kp_produce_result *r = &c->results[k];
-        if (r->error_code != 0)
-            return 0;
-        int found = 0;
-        for (size_t i = 0; i < c->n_batches && !found; i++) {
-            const kp_courier_batch *b = &c->batches[i];
-            const kp_courier_part *p = &c->parts[b->part];
-            found = b->request == ri && p->partition == r->partition &&
-                    p->topic_len == r->topic_len &&
-                    memcmp(p->topic, frame + r->topic_off, r->topic_len) == 0;
-        }
-        if (!found)
-            return 0;
+        kp_courier_batch *b = batch_for(c, ri, &c->results[k], frame);
+        if (b == NULL || b->base_offset != -1)
+            return 0;       /* not one of its batches, or one named twice */
+        b->base_offset = c->results[k].base_offset;
     }
-    for (size_t k = 0; k < n; k++) {
-        const kp_produce_result *r = &c->results[k];
-        for (size_t i = 0; i < c->n_batches; i++) {
-            kp_courier_batch *b = &c->batches[i];
-            const kp_courier_part *p = &c->parts[b->part];
-            if (b->request == ri && p->partition == r->partition && p->topic_len == r->topic_len &&
-                memcmp(p->topic, frame + r->topic_off, r->topic_len) == 0) {
-                b->base_offset = r->base_offset;
-                b->log_append_time_ms = r->log_append_time_ms;
-            }
-        }
-    }
+    for (size_t k = 0; k < n; k++)
+        batch_for(c, ri, &c->results[k], frame)->log_append_time_ms = c->results[k].log_append_time_ms;
     req->answered = 1;
     return 1;
+}
+
+/* With mu held: whether frame[0, len) is a good answer to the step's request `pr`. */
+static int prior_ok(kp_courier *c, const kp_courier_prior *pr, const uint8_t *frame, size_t len)
+{
+    size_t n = 0;
+    if (pr->api_key == 0)       /* Produce */
+        return produce_ok(c, frame, len, pr->version, pr->correlation_id, &n);
+    /* Another request's answer settles nothing of the courier's: its correlation id is all
+     * the courier checks. */
+    return len >= 4 && (int32_t)((uint32_t)frame[0] << 24 | (uint32_t)frame[1] << 16 |
+                                 (uint32_t)frame[2] << 8 | frame[3]) == pr->correlation_id;
 }
 
 /* With mu held: reads node n's responses. Returns 1 if it read anything (a frame, or the
@@ -310,25 +331,34 @@ static int read_node(kp_courier *c, int32_t n)
     kp_courier_node *node = &c->nodes[n];
     const kp_courier_plan *pl = &c->plan;
     int got = pl->io->read(pl->selector, node->conn_id);
-    int any = got != 0;
+    int any = got > node->n_kept || got < 0;
     for (;;) {
         size_t len = 0;
-        const uint8_t *frame = pl->io->kept(pl->selector, node->conn_id, &len);
+        const uint8_t *frame = pl->io->kept(pl->selector, node->conn_id, (size_t)node->n_kept, &len);
         if (frame == NULL)
             break;
-        int32_t ri = -1;
-        kp_courier_request *req = nth_request(c, n, node->n_answered, &ri);
-        if (req == NULL || !settle_response(c, ri, frame, len)) {
-            node->reads = 0;        /* this frame and the rest are the step's */
+        int good;
+        if (node->n_answered < node->n_prior) {
+            good = prior_ok(c, &c->priors[node->prior + node->n_answered], frame, len);
+            if (good)
+                node->n_kept++;         /* the step's: the poll reports it */
+        } else {
+            int32_t ri = -1;
+            kp_courier_request *req = nth_request(c, n, node->n_answered - node->n_prior, &ri);
+            good = req != NULL && settle_response(c, ri, frame, len);
+            if (good)
+                pl->io->drop_kept(pl->selector, node->conn_id, (size_t)node->n_kept);
+        }
+        if (!good) {
+            node->reads = 0;            /* this frame and the rest are the step's */
             node->stopped = 1;
             return 1;
         }
-        pl->io->drop_kept(pl->selector, node->conn_id);
         node->n_answered++;
         __atomic_add_fetch(&c->answered, 1, __ATOMIC_RELAXED);
     }
     if (got < 0) {
-        node->reads = 0;            /* its disconnect is kept for the poll */
+        node->reads = 0;                /* its disconnect is kept for the poll */
         node->stopped = 1;
     }
     return any;
@@ -345,11 +375,15 @@ static int64_t look(kp_courier *c, size_t *npfds)
     int read_any = 0;
     for (size_t n = 0; n < c->n_nodes; n++) {
         kp_courier_node *node = &c->nodes[n];
-        if (node->reads && node->n_answered < node->n_requests)
+        if (node->reads && node->n_answered < node->n_prior + node->n_requests)
             read_any |= read_node(c, (int32_t)n);
     }
-    if (read_any && pl->turn != NULL)
-        kp_turn_raise(pl->turn);    /* to settle what it read */
+    if (read_any)
+        /* A step is wanted to settle what it read. Through the selector's wakeup, which
+         * keeps the epoll descriptor readable until the next poll: the turn's watcher sees
+         * it whenever it watches again (a raise of the turn would be lost when it came as
+         * the step that armed the courier ended, since kp_turn_done clears pending). */
+        (void)pl->io->wakeup(pl->selector);
 
     int64_t now = now_us(), next = -1;
     int deferred = 0;
@@ -392,7 +426,7 @@ static int64_t look(kp_courier *c, size_t *npfds)
         }
         /* Wake for its responses, and for room to write its next request. */
         short events = 0;
-        if (node->reads && node->n_answered < node->n_requests)
+        if (node->reads && node->n_answered < node->n_prior + node->n_requests)
             events |= POLLIN;
         if (writing)
             events |= POLLOUT;
@@ -497,6 +531,7 @@ void kp_courier_free(kp_courier *c)
     pthread_mutex_destroy(&c->mu);
     close(c->wake_fd);
     free(c->nodes);
+    free(c->priors);
     free(c->requests);
     free(c->parts);
     free(c->batches);
@@ -539,16 +574,17 @@ void kp_courier_reset(kp_courier *c)
 {
     c->armed = 0;
     c->n_nodes = 0;
+    c->n_priors = 0;
     c->n_requests = 0;
     c->n_parts = 0;
     c->n_batches = 0;
 }
 
 int32_t kp_courier_add_node(kp_courier *c, int32_t node_id, int32_t conn_id, int version,
-                            int32_t first_correlation_id, int32_t max_requests, int32_t room,
-                            int reads)
+                            int32_t first_correlation_id, int32_t max_requests,
+                            int32_t max_in_flight)
 {
-    if (max_requests < 1 || room < 1 || first_correlation_id < 0 ||
+    if (max_requests < 1 || max_in_flight < 1 || first_correlation_id < 0 ||
         (int64_t)first_correlation_id + max_requests - 1 > INT32_MAX)
         return -1;
     if (make_room((void **)&c->nodes, &c->cap_nodes, c->n_nodes, sizeof *c->nodes, 8) != 0)
@@ -556,9 +592,28 @@ int32_t kp_courier_add_node(kp_courier *c, int32_t node_id, int32_t conn_id, int
     c->nodes[c->n_nodes] = (kp_courier_node){
         .node_id = node_id, .conn_id = conn_id, .version = version,
         .first_correlation_id = first_correlation_id, .max_requests = max_requests,
-        .room = room, .reads = reads != 0,
+        .max_in_flight = max_in_flight, .prior = (int32_t)c->n_priors, .reads = 1,
     };
     return (int32_t)c->n_nodes++;
+}
+
+int kp_courier_add_prior(kp_courier *c, int32_t node, int32_t correlation_id, int16_t api_key,
+                         int version)
+{
+    if (node < 0 || (size_t)node >= c->n_nodes)
+        return -1;
+    kp_courier_node *nd = &c->nodes[node];
+    if ((size_t)(nd->prior + nd->n_prior) != c->n_priors ||
+        make_room((void **)&c->priors, &c->cap_priors, c->n_priors, sizeof *c->priors, 8) != 0) {
+        nd->reads = 0;      /* the priors must be the node's, whole and in order: without */
+        nd->stopped = 1;    /* them neither its responses nor its room are known */
+        return -1;
+    }
+    c->priors[c->n_priors++] = (kp_courier_prior){
+        .correlation_id = correlation_id, .api_key = api_key, .version = version,
+    };
+    nd->n_prior++;
+    return 0;
 }
 
 int32_t kp_courier_add_part(kp_courier *c, int32_t node, const uint8_t *topic, size_t topic_len,

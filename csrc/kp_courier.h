@@ -19,21 +19,24 @@
  *   (kp_courier_nodes / requests / parts / batches, then kp_courier_reset). Between reset and
  *   arm the courier does nothing: only an armed courier touches the selector, and the step
  *   owns it from its first reset to its arm.
- * - Nodes. Each node gets up to `room` requests in flight at a time (the step's
- *   max.in.flight less what it has in flight) from a block of `max_requests` correlation ids
- *   the step reserved (first_correlation_id + i for the i-th request), the Produce version it
- *   chose, one request at a time on the connection: the next is staged once the last is
- *   written whole (kp_selector_fns.settle). A node whose connection is not connected, or is
- *   still writing a step's request, gets none.
- * - Responses. When nothing else was in flight to a node at arming (`reads`), every frame on
- *   its connection answers one of the courier's requests, in order: the courier reads them
- *   (kp_selector_fns.read) and decodes each. One whose every partition succeeded is dropped
- *   from the selector, its batches get their base offsets, and its room is free again. The
- *   first that is anything else (an error code, a partition missing or extra, a correlation
- *   id out of order, a frame that does not decode, a lost connection) is kept for the next
- *   poll, with everything after it: the step handles it as it would have, and the courier
- *   sends nothing more to that node. Every frame read raises the turn: a step is wanted to
- *   settle it.
+ * - Nodes. Each node gets requests from a block of `max_requests` correlation ids the step
+ *   reserved (first_correlation_id + i for the i-th request), with the Produce version it
+ *   chose, while fewer than `max_in_flight` requests are in flight to it: the step's own
+ *   (kp_courier_add_prior, in the order written) and the courier's, less those answered. One
+ *   request at a time on the connection: the next is staged once the last is written whole
+ *   (kp_selector_fns.settle). A node whose connection is not connected, or is still writing
+ *   a step's request, gets none.
+ * - Responses. Every frame on a node's connection answers the next of those requests, in
+ *   order: the courier reads them (kp_selector_fns.read) and decodes each. One that answers
+ *   a step's request is kept for the next poll (the step settles it) and counts as answered
+ *   when every partition of it succeeded (or it is not a Produce response). One that answers
+ *   the courier's own request and acknowledges its every batch is dropped from the selector
+ *   and its batches get their base offsets: the step settles the request in its turn, after
+ *   the responses ahead of it. The first frame that is anything else (an error code, a
+ *   partition missing or extra, a correlation id out of order, a frame that does not decode,
+ *   a lost connection) is kept for the next poll with everything after it, and the courier
+ *   stops there: it neither reads nor sends to that node again. Every frame read wakes the
+ *   selector (kp_selector_fns.wakeup): the turn's watcher then wants a step, to settle it.
  * - Batches. Offers form a chain per partition in queue order (a partition's whole queue,
  *   first attempts only; later batches are offered by append as they start). Each request
  *   takes at most one batch per partition, its chain's next one once its deadline passes
@@ -72,13 +75,24 @@ typedef struct kp_courier_node {
     int version;                /* Produce version */
     int32_t first_correlation_id;   /* the block the step reserved */
     int32_t max_requests;       /* the block's size */
-    int32_t room;               /* requests it may have in flight at a time */
-    int reads;                  /* 1: nothing else in flight: the courier reads the responses */
+    int32_t max_in_flight;
+    int32_t n_prior;            /* the step's requests in flight before the courier's */
+    int32_t prior;              /* the first of them (index into the priors) */
     int32_t n_requests;         /* requests written (the plan's requests of this node) */
-    int32_t n_answered;         /* of them, acknowledged whole and dropped, in order */
+    int32_t n_answered;         /* responses read and found good, in order: the step's, then
+                                   the courier's */
+    int32_t n_kept;             /* of them, frames kept for the poll (the step's) */
+    int reads;                  /* 0 once a frame was not good, or the connection was lost */
     int stopped;                /* 1: no more requests (it cannot take one, a failure, a frame
                                    left for the step) */
 } kp_courier_node;
+
+/* A request the step had in flight to a node when it armed the courier. */
+typedef struct kp_courier_prior {
+    int32_t correlation_id;
+    int16_t api_key;
+    int version;
+} kp_courier_prior;
 
 /* A request the courier wrote. */
 typedef struct kp_courier_request {
@@ -86,7 +100,8 @@ typedef struct kp_courier_request {
     int32_t correlation_id;
     int64_t send_ms;            /* CLOCK_MONOTONIC ms when it went out */
     int whole;                  /* written whole and settled: the poll does not report it sent */
-    int answered;               /* every partition succeeded (the batches hold the offsets) */
+    int answered;               /* every batch acknowledged (the batches hold the offsets); its
+                                   frame was dropped */
 } kp_courier_request;
 
 /* A partition of the plan. */
@@ -117,8 +132,7 @@ typedef struct kp_courier_batch {
 typedef struct kp_courier_plan {
     const kp_selector_fns *io;
     kp_selector *selector;
-    kp_turn *turn;              /* the Sender's turn (an application that sends; raised for a
-                                   frame read), or NULL */
+    const kp_turn *turn;        /* the Sender's turn (an application that sends), or NULL */
     int64_t producer_id;        /* -1 without idempotence */
     int16_t producer_epoch;
     int16_t acks;
@@ -152,8 +166,12 @@ void kp_courier_reset(kp_courier *c);
 /* Adds a node / a partition to the next plan: its index, or -1 (no memory, or arguments out
  * of range: the plan is smaller, nothing else changes). */
 int32_t kp_courier_add_node(kp_courier *c, int32_t node_id, int32_t conn_id, int version,
-                            int32_t first_correlation_id, int32_t max_requests, int32_t room,
-                            int reads);
+                            int32_t first_correlation_id, int32_t max_requests,
+                            int32_t max_in_flight);
+/* Adds the next request the step has in flight to node (before any part is added): 0, or -1
+ * (no memory, or out of order: the node reads nothing then). */
+int kp_courier_add_prior(kp_courier *c, int32_t node, int32_t correlation_id, int16_t api_key,
+                         int version);
 int32_t kp_courier_add_part(kp_courier *c, int32_t node, const uint8_t *topic, size_t topic_len,
                             int32_t partition, int32_t base_sequence);
 /* Offers part's next batch (its chain's tail), sendable at due_us; ignored for a part not in

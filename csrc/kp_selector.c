@@ -638,7 +638,7 @@ int kp_selector_flush(kp_selector *s, int32_t id)
 const kp_selector_fns kp_selector_functions = {
     kp_selector_send, kp_selector_flush, kp_selector_is_connected, kp_selector_is_sending,
     kp_selector_settle, kp_selector_conn_fd, kp_selector_read, kp_selector_kept,
-    kp_selector_drop_kept,
+    kp_selector_drop_kept, kp_selector_wakeup,
 };
 
 /* The staged send is fully written: report it. Returns -1 if closed. */
@@ -1045,30 +1045,32 @@ int kp_selector_read(kp_selector *s, int32_t id)
     return n;
 }
 
-const uint8_t *kp_selector_kept(const kp_selector *s, int32_t id, size_t *len)
+/* The index-th frame kept for id (its slot in the results), or -1. */
+static ssize_t kept_slot(const kp_selector *s, int32_t id, size_t index)
 {
-    if (!s || !s->kept) return NULL;
-    for (size_t i = 0; i < s->res.n_received; i++) {
-        if (s->received[i].id == id) {
-            *len = s->received[i].len;
-            return s->received[i].data;
-        }
-    }
-    return NULL;
+    if (!s || !s->kept) return -1;
+    for (size_t i = 0; i < s->res.n_received; i++)
+        if (s->received[i].id == id && index-- == 0)
+            return (ssize_t)i;
+    return -1;
 }
 
-void kp_selector_drop_kept(kp_selector *s, int32_t id)
+const uint8_t *kp_selector_kept(const kp_selector *s, int32_t id, size_t index, size_t *len)
 {
-    if (!s || !s->kept) return;
-    for (size_t i = 0; i < s->res.n_received; i++) {
-        if (s->received[i].id == id) {
-            free(s->received[i].data);
-            memmove(&s->received[i], &s->received[i + 1],
-                    (s->res.n_received - i - 1) * sizeof s->received[0]);
-            s->res.n_received--;
-            return;
-        }
-    }
+    ssize_t i = kept_slot(s, id, index);
+    if (i < 0) return NULL;
+    *len = s->received[i].len;
+    return s->received[i].data;
+}
+
+void kp_selector_drop_kept(kp_selector *s, int32_t id, size_t index)
+{
+    ssize_t i = kept_slot(s, id, index);
+    if (i < 0) return;
+    free(s->received[i].data);
+    memmove(&s->received[i], &s->received[i + 1],
+            (s->res.n_received - (size_t)i - 1) * sizeof s->received[0]);
+    s->res.n_received--;
 }
 
 int kp_selector_settle(kp_selector *s, int32_t id)

@@ -218,13 +218,15 @@ int kp_selector_flush(kp_selector *s, int32_t id);
  *   own, and does not wait while it has any (kp_selector_needs_poll is 1 meanwhile).
  *   Returns the number of frames kept for id, or -1 when the connection is gone (its
  *   disconnect is kept, if this read found it).
- * kept(id, &len): the oldest frame kept for id (NULL: none), valid until the next call.
- * drop_kept(id): frees that frame: the reader handled it, the poll will not report it. */
+ * kept(id, index, &len): the index-th frame kept for id, oldest first (NULL: none), valid
+ *   until the next call.
+ * drop_kept(id, index): frees that frame: the reader handled it, the poll will not report
+ *   it. */
 int kp_selector_settle(kp_selector *s, int32_t id);
 int kp_selector_conn_fd(const kp_selector *s, int32_t id);
 int kp_selector_read(kp_selector *s, int32_t id);
-const uint8_t *kp_selector_kept(const kp_selector *s, int32_t id, size_t *len);
-void kp_selector_drop_kept(kp_selector *s, int32_t id);
+const uint8_t *kp_selector_kept(const kp_selector *s, int32_t id, size_t index, size_t *len);
+void kp_selector_drop_kept(kp_selector *s, int32_t id, size_t index);
 
 /* The selector's functions that another extension module calls through a pointer (the
  * courier lives in kproducer._accumulator, the selector in kproducer._net). */
@@ -236,8 +238,9 @@ typedef struct kp_selector_fns {
     int (*settle)(kp_selector *s, int32_t id);
     int (*conn_fd)(const kp_selector *s, int32_t id);
     int (*read)(kp_selector *s, int32_t id);
-    const uint8_t *(*kept)(const kp_selector *s, int32_t id, size_t *len);
-    void (*drop_kept)(kp_selector *s, int32_t id);
+    const uint8_t *(*kept)(const kp_selector *s, int32_t id, size_t index, size_t *len);
+    void (*drop_kept)(kp_selector *s, int32_t id, size_t index);
+    int (*wakeup)(kp_selector *s);
 } kp_selector_fns;
 extern const kp_selector_fns kp_selector_functions;
 

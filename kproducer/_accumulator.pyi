@@ -226,7 +226,7 @@ class RecordAccumulator:
     def update_node_latency(self, node: int, now: int, drained: bool) -> None: ...
     def node_latency(self) -> dict[int, Tuple[int, int]]: ...
     def arm_courier(self, selector_io: Tuple[Any, Any],
-                    nodes: dict[int, Tuple[int, int, int, int, int, bool]],
+                    nodes: dict[int, Tuple[int, int, int, int, int, list[Tuple[int, int, int]]]],
                     leaders: dict[str, list[int]], muted: Any, next_seq: Optional[dict[Tuple[str, int], int]],
                     producer_id: int, producer_epoch: int, acks: int, timeout_ms: int,
                     client_id: Optional[bytes], *, only: Optional[set[Tuple[str, int]]] = None,

@@ -47,10 +47,11 @@ log = logging.getLogger("kproducer")
 
 CLIENT_SOFTWARE_NAME = "kproducer"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
-# Correlation ids the courier gets per request it may have in flight, to a node it reads the
-# responses of (reserve_requests): each response it settles makes room for one more request
-# before the next step. Unused ids are skipped; they only need to differ from those in flight.
-COURIER_ROUNDS = 4
+# Correlation ids the courier gets per node (reserve_requests): the most requests it may write
+# to it between two steps (each response it reads makes room for one more). The Sender gives
+# back those it did not use (rewind_correlation_ids).
+COURIER_IDS = 256
+_NO_ANSWER = object()           # InFlightRequest.answer of a request whose response is to come
 
 DISCONNECTED, CONNECTING, CHECKING_API_VERSIONS, READY = range(4)
 _STATE_NAMES = ["DISCONNECTED", "CONNECTING", "CHECKING_API_VERSIONS", "READY"]
@@ -120,6 +121,7 @@ class InFlightRequest:
     expect_response: bool = True
     sent: bool = False           # fully written to the socket
     decoder: Optional[Callable] = None   # decoder(version, payload); None: the generic one
+    answer: object = _NO_ANSWER  # the response, when the courier read it (adopt)
 
 
 @dataclass
@@ -500,38 +502,65 @@ class NetworkClient:
         self._next_cid = (cid + count) & 0x7FFFFFFF or 1
         return cid
 
+    @property
+    def next_correlation_id(self) -> int:
+        return self._next_cid
+
+    def rewind_correlation_ids(self, expected: int, to: int) -> None:
+        """Gives back the correlation ids from ``to`` on, reserved but not used, when none
+        was reserved since (the next is still ``expected``)."""
+        if self._next_cid == expected:
+            self._next_cid = to
+
     def reserve_requests(self, node_id: int, api_key: int) -> Optional[tuple]:
-        """(connection id, version, first correlation id, ids reserved, room in flight,
-        reads) for the requests that the courier may write to the node before the next
-        poll, or None when the node cannot take one now: it must be READY, have room in
-        flight, and nothing may wait to be staged or written before them (one staged send
-        per connection). ``reads``: nothing is in flight, so every response that comes
-        answers one of the courier's requests (it reads them, and each one it settles makes
-        room for another: it gets more ids than room)."""
+        """(connection id, version, first correlation id, ids reserved, max in flight, [(
+        correlation id, api key, version) of each request in flight, in order]) for the
+        requests that the courier may write to the node before the next poll (it reads the
+        responses to those in flight and its own, and each one makes room for another), or
+        None when the node cannot take one: it must be READY, and nothing may wait to be
+        staged or written before them (one staged send per connection)."""
         ns = self.nodes.get(node_id)
-        if (ns is None or ns.state != READY or ns.pending or len(ns.in_flight) >= self.max_in_flight
-                or not all(e.sent for e in ns.in_flight) or api_key not in ns.versions):
+        if (ns is None or ns.state != READY or ns.pending or ns.discard
+                or not all(e.sent and e.expect_response for e in ns.in_flight)
+                or api_key not in ns.versions):
             return None
-        room = self.max_in_flight - len(ns.in_flight)
-        reads = not ns.in_flight
-        count = room * COURIER_ROUNDS if reads else room
-        return ns.slot, ns.versions[api_key], self.reserve_correlation_ids(count), count, room, reads
+        count = COURIER_IDS
+        prior = [(e.correlation_id, e.api_key, e.version) for e in ns.in_flight]
+        return (ns.slot, ns.versions[api_key], self.reserve_correlation_ids(count), count,
+                self.max_in_flight, prior)
 
     def adopt(self, node_id: int, api_key: int, version: int, correlation_id: int, request,
               callback: Callable, send_ms: int, *, decoder: Optional[Callable] = None,
-              sent: bool = False) -> None:
+              sent: bool = False, answer=_NO_ANSWER) -> None:
         """A request the courier wrote to the node's connection between two polls (it
         expects a response): tracked from now on as if :meth:`send` had staged it, written
         (or failed) as the next poll reports, or ``sent`` already (the courier saw it
-        written whole: no poll reports it)."""
+        written whole: no poll reports it). ``answer``: its response, which the courier read
+        and decoded: the request completes with it once the responses ahead of it have
+        (:meth:`settle_answered`, and each poll)."""
         ns = self.nodes.get(node_id)
         if ns is None or ns.state != READY:
             # Not reachable while the Sender takes the courier's requests first in its step.
             callback(None, NetworkError(f"node {node_id} is not ready for its request"))
             return
         ns.in_flight.append(InFlightRequest(correlation_id, api_key, version, request, callback,
-                                            send_ms, True, sent, decoder=decoder))
+                                            send_ms, True, sent, decoder=decoder, answer=answer))
         ns.last_activity_ms = send_ms
+
+    def settle_answered(self) -> None:
+        """Completes the requests at the head of each node's queue whose responses the
+        courier read (adopt's ``answer``), in order; their callbacks run here."""
+        completions = []
+        for ns in self.nodes.values():
+            self._pop_answered(ns, completions)
+        for callback, resp, err in completions:
+            callback(resp, err)
+
+    def _pop_answered(self, ns, completions: list) -> None:
+        in_flight = ns.in_flight
+        while in_flight and in_flight[0].answer is not _NO_ANSWER:
+            entry = in_flight.popleft()
+            completions.append((entry.callback, entry.answer, None))
 
     def _enqueue(self, ns, api_key, version, request, callback, now, *, expect_response=True, internal=False,
                  encoder=None, decoder=None):
@@ -651,6 +680,7 @@ class NetworkClient:
             completions.extend(self._disconnect(ns, exc, now, run=False))
             return
         completions.append((entry.callback, resp, None))
+        self._pop_answered(ns, completions)     # the courier's, answered behind it
         self._stage(ns)
 
     def _next_timeout(self, now: int) -> int:

@@ -11,14 +11,18 @@ Compiled, without the GIL:
   - batches (csrc/kp_batch.c, the accumulator): records appended, compressed, CRC'd;
   - the Produce request and response (csrc/kp_produce.c): encoded and decoded in C, no
     Python objects but the results (called by the step, which holds the GIL);
-  - the courier (csrc/kp_courier.c, the accumulator's lock): a plain C thread that, between
-    two steps, seals a lingering batch when its linger.ms is over, finishes it with the
-    sequence the last step gave its partition, encodes the Produce request (one per broker,
-    with the correlation id the step reserved) and writes it, so that a request does not
-    wait for a thread to get the GIL from an application computing in Python. The last step
-    *arms* it as it ends (:meth:`_arm_courier`); the next *takes* what it sent as it begins
+  - the courier (csrc/kp_courier.c, the accumulator's lock): a plain C thread that runs the
+    steady state between two steps, so that nothing waits for a thread to get the GIL from
+    an application computing in Python. It seals each queued batch when it is sendable (its
+    linger.ms over, or full), finishes it with the partition's next sequence, encodes the
+    Produce requests (one batch per partition each, with correlation ids the step reserved)
+    and writes them while max.in.flight allows; it reads the responses to the requests in
+    flight, the step's and its own, decodes them, and keeps the offsets of the batches they
+    acknowledge, so that each response makes room for the next request. The last step *arms*
+    it as it ends (:meth:`_arm_courier`); the next *takes* what it did as it begins
     (:meth:`_take_courier_sends`: in-flight requests and batches, as if that step had sent
-    them). Uncompressed, acks 1 or all, plaintext or TLS; in a transaction, only to the
+    them, the answered ones settled in order). Anything but an acknowledgement is left to
+    the step. Uncompressed, acks 1 or all, plaintext or TLS; in a transaction, only to the
     partitions it has added, while it is open.
 Python, one *step* at a time under the step lock (:meth:`_step`): ``poll(0)``, which reads
 and completes batches (one settlement per batch, its callbacks) -> ready -> drain -> one
@@ -153,6 +157,7 @@ class Sender:
         self._courier_txn_id = None if self.transactional_id is None \
             else self.transactional_id.encode()
         self._courier_leader_cache = None    # (metadata version, _courier_leaders())
+        self._courier_ids = None             # (first, end) correlation ids reserved for it
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -336,10 +341,11 @@ class Sender:
 
     def _arm_courier(self) -> None:
         """As the step ends: the courier (csrc/kp_courier.h) may send, until the next step
-        begins, one request to each node that can take one now, holding the batches whose
-        linger.ms is over by then. Not with acks=0 or compression (the step does those), nor
-        while a producer id is wanted or the producer closes; in a transaction, only to the
-        partitions it has added, and only while it is open."""
+        begins, the queued batches of the nodes whose connections can take a request now, as
+        they become sendable and max.in.flight allows, reading the responses to what is in
+        flight. Not with acks=0 or compression (the step does those), nor while a producer
+        id is wanted or the producer closes; in a transaction, only to the partitions it has
+        added, and only while it is open."""
         if self._courier_io is None or not self.running or self.force_close:
             return
         if self.idempotent and (self._need_pid or self.producer_id < 0):
@@ -350,10 +356,13 @@ class Sender:
                 return
             only = self.txn.partitions_in_txn
         nodes = {}
+        first_cid = self.client.next_correlation_id
         for node_id in self.client.nodes:
-            requests = self.client.reserve_requests(node_id, v.PRODUCE)
-            if requests is not None:
-                nodes[node_id] = requests
+            plan = self.client.reserve_requests(node_id, v.PRODUCE)
+            if plan is not None:
+                nodes[node_id] = plan
+        # The ids the courier does not use are given back as it is taken.
+        self._courier_ids = (first_cid, self.client.next_correlation_id)
         if nodes:
             self.acc.arm_courier(self._courier_io, nodes, self._courier_leaders(), self.muted,
                                  self.next_seq if self.idempotent else None, self.producer_id,
@@ -378,26 +387,35 @@ class Sender:
         return leaders
 
     def _take_courier_sends(self, now: int) -> None:
-        """As the step begins: the requests the courier sent since the last step, in the
-        order it wrote them. Those it read an acknowledgement of are settled now (the
-        batches complete, their callbacks run); the others become in-flight requests of the
-        client, their batches in-flight batches, as if the last step had sent them."""
-        for node, cid, version, send_ms, whole, batches, results in \
-                self.acc.take_courier_sends(self.time.wall_ms()):
+        """As the step begins: the requests the courier sent since the last step become
+        in-flight requests of the client, their batches in-flight batches, in the order it
+        wrote them, as if the last step had sent them. Those whose acknowledgement it read
+        carry it, decoded: each completes (its callbacks run) once the responses ahead of it
+        on its connection have, which the poll that follows reads from what the courier
+        kept."""
+        taken = self.acc.take_courier_sends(self.time.wall_ms())
+        if self._courier_ids is not None:
+            first, end = self._courier_ids
+            self._courier_ids = None
+            used = [cid for _, cid, _, _, _, _, _ in taken if first <= cid < end]
+            self.client.rewind_correlation_ids(end, max(used) + 1 if used else first)
+        if not taken:
+            return
+        for node, cid, version, send_ms, whole, batches, results in taken:
             if self.idempotent:
                 for b in batches:
                     self.next_seq[(b.topic, b.partition)] = (b.base_sequence + b.record_count) % _SEQ_MOD
             topics = self._into_flight(batches)
             self.stats["requests_by_courier"] += 1
+            answer = {}
             if results is not None:
                 self.stats["responses_by_courier"] += 1
-                self._on_produce(batches, (cid, [(b.topic, b.partition, 0, offset, append_time, None)
-                                                 for b, (offset, append_time) in zip(batches, results)]),
-                                 None)
-                continue
+                answer = {"answer": (cid, [(b.topic, b.partition, 0, offset, append_time, None)
+                                           for b, (offset, append_time) in zip(batches, results)])}
             self.client.adopt(node, v.PRODUCE, version, cid, topics,
                               lambda resp, err, batches=batches: self._on_produce(batches, resp, err),
-                              send_ms, decoder=decode_produce_response, sent=whole)
+                              send_ms, decoder=decode_produce_response, sent=whole, **answer)
+        self.client.settle_answered()
 
     def _on_auth_failure(self, node: int, exc, wall: int) -> None:
         """A failed SASL authentication is not retried (Java's AuthenticationException):

@@ -93,10 +93,11 @@ def _parse_produce_v3(body: bytes):
     return cid, client_id, acks, timeout, out
 
 
-def node(cid, room=1, reads=False):
-    """A node entry of arm_courier's plan: connection 0, Produce v3, correlation ids from
-    ``cid``, ``room`` requests in flight at a time (4 times as many ids when it reads)."""
-    return (0, 3, cid, room * 4 if reads else room, room, reads)
+def node(cid, max_in_flight=1, prior=()):
+    """A node entry of arm_courier's plan: connection 0, Produce v3, 4 correlation ids a
+    request in flight from ``cid``, ``prior`` [(correlation id, api key, version)] the step's
+    requests in flight."""
+    return (0, 3, cid, max_in_flight * 4, max_in_flight, list(prior))
 
 
 def _acc():
@@ -195,7 +196,7 @@ def test_a_queue_goes_in_order_one_batch_per_partition_per_request(link):
     acc.append("t", 0, None, b"y" * 600, None, None, None)     # a second batch: the first is full
     acc.append("t", 1, None, b"m", None, None, None)
     t0 = time.monotonic()
-    acc.arm_courier(sel.courier_io(), {7: node(3, room=2)}, LEADERS, {("t", 1)}, {("t", 0): 7},
+    acc.arm_courier(sel.courier_io(), {7: node(3, max_in_flight=2)}, LEADERS, {("t", 1)}, {("t", 0): 7},
                     1000, 0, 1, 1000, None)
     first = _parse_produce_v3(_recv_frame(conn))
     second = _parse_produce_v3(_recv_frame(conn))
@@ -223,12 +224,12 @@ def _produce_response_v3(cid: int, topic: str, entries) -> bytes:
 
 
 def test_the_courier_reads_and_settles_an_acknowledgement_then_leaves_an_error(link):
-    """With nothing else in flight it reads the responses: an acknowledgement of every batch is
-    settled (its room is free: the next request goes before any step); an error is left to
-    the next poll, with the request adopted by the step as unanswered."""
+    """It reads the responses: an acknowledgement of every batch is settled (its room is
+    free: the next request goes before any step); an error is left to the next poll, with
+    the request adopted by the step as unanswered."""
     sel, conn = link
     acc = _acc()
-    acc.arm_courier(sel.courier_io(), {7: node(50, room=1, reads=True)}, LEADERS, None, None,
+    acc.arm_courier(sel.courier_io(), {7: node(50)}, LEADERS, None, None,
                     -1, -1, 1, 1000, None)
     acc.append("t", 0, None, b"a", None, None, None)
     assert _parse_produce_v3(_recv_frame(conn))[0] == 50
@@ -244,11 +245,34 @@ def test_the_courier_reads_and_settles_an_acknowledgement_then_leaves_an_error(l
         assert time.monotonic() < deadline, "the courier did not read the error"
         time.sleep(0.001)
     taken = acc.take_courier_sends(0)
-    assert [(cid, results, [bytes(b.records_view()) if False else b.record_count for b in batches])
+    assert [(cid, results, [b.record_count for b in batches])
             for _, cid, _, _, _, batches, results in taken] == [(50, [(42, -1)], [1]), (51, None, [1])]
     assert acc.courier_answered == 1
     received = sel.poll(0).received
     assert received == [(0, _produce_response_v3(51, "t", [(0, 6, -1)])[4:])]
+
+
+def test_the_step_s_request_in_flight_is_read_and_kept_for_the_poll(link):
+    """The step's own request fills the room in flight: the courier reads its response (an
+    acknowledgement), keeps it for the next poll, and with the room it freed sends its own
+    request, whose acknowledgement it settles."""
+    sel, conn = link
+    acc = _acc()
+    acc.arm_courier(sel.courier_io(), {7: node(60, prior=[(59, 0, 3)])}, LEADERS, None, None,
+                    -1, -1, 1, 1000, None)
+    acc.append("t", 0, None, b"a", None, None, None)
+    time.sleep(2 * LINGER_MS / 1000)
+    assert acc.courier_sent == 0                                # the step's request fills it
+    conn.sendall(_produce_response_v3(59, "t", [(1, 0, 7)]))
+    assert _parse_produce_v3(_recv_frame(conn))[0] == 60
+    conn.sendall(_produce_response_v3(60, "t", [(0, 0, 8)]))
+    deadline = time.monotonic() + 5
+    while acc.courier_answered < 2:
+        assert time.monotonic() < deadline, "the courier did not read both answers"
+        time.sleep(0.001)
+    [(_, cid, _, _, _, batches, results)] = acc.take_courier_sends(0)
+    assert (cid, results, len(batches)) == (60, [(8, -1)], 1)
+    assert sel.poll(0).received == [(0, _produce_response_v3(59, "t", [(1, 0, 7)])[4:])]
 
 
 # ---- a producer whose application keeps the GIL -----------------------------------------------
@@ -373,3 +397,49 @@ def test_a_transaction_s_lingering_batch_goes_by_courier_and_commits_or_aborts(b
     assert [r.value for r in view.aborted.get(0, [])] == [b"a-warm", b"a-1"]
     assert [kind for part, _, _, kind in view.markers if part == 0] == ["commit", "abort"]
     assert view.transactional_batches >= 4 and view.values(1) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_burst_goes_out_whole_while_the_application_computes(broker, gil_held):
+    """A burst of 20 batches with room for one request in flight, then computing (no other
+    Python thread runs): the courier reads each response and sends the next batch, so the
+    burst is acknowledged by the broker before the application lets the GIL go; the
+    callbacks run after, in order, and every record is stored once, in order."""
+    broker.create_topic("pipeline", 1)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=5, batch_size=1024,
+                  batch_max_size=1024, max_in_flight_requests_per_connection=1) as p:
+        p.send("pipeline", b"warm").result(10)
+        _wait_armed(p)
+        values = [b"%04d" % i + b"x" * 196 for i in range(80)]
+        done = []
+        futures = [p.send("pipeline", v, on_delivery=lambda err, md, i=i: done.append((i, err)))
+                   for i, v in enumerate(values)]
+        before = len(done)                      # settled by the steps the sends ran
+        sent, answered = p._acc.courier_sent, p._acc.courier_answered
+        # 20 batches, at most 5 of them sent by the steps that the sends ran.
+        assert _compute_until(lambda: p._acc.courier_sent - sent >= 12
+                              and p._acc.courier_answered - answered >= 12, timeout=10.0)
+        assert len(done) == before < 20         # the others' callbacks wait for the GIL
+        p.flush(30)
+        assert [f.result(0).offset for f in futures] == list(range(1, 81))
+        assert done == [(i, None) for i in range(80)]
+        m = p.metrics()
+        assert m["requests_by_courier"] >= 12 and m["responses_by_courier"] >= 11
+        assert m["retries"] == 0 and m["producer_id_resets"] == 0
+    got = read_back(broker.bootstrap, "pipeline")
+    assert [msg.value for msg in got[0]] == [b"warm"] + values
+
+
+@pytest.mark.timeout(120)
+def test_a_response_the_courier_reads_as_a_step_ends_is_not_lost(broker):
+    """One record at a time, each waited for: the courier, armed as each step ends, often
+    reads the response before that step has told the turn it is done. What it read must
+    still bring a step: no acknowledgement waits for request.timeout.ms."""
+    broker.create_topic("one-by-one", 1)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0, request_timeout_ms=60000) as p:
+        t0 = time.monotonic()
+        for i in range(600):
+            p.send("one-by-one", b"%d" % i).result(10)
+        elapsed = time.monotonic() - t0
+        assert p.metrics()["retries"] == 0
+    assert elapsed < 10, elapsed        # about 1 s; one lost response alone would take 60 s

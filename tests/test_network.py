@@ -215,32 +215,31 @@ def test_a_request_the_courier_wrote_is_reserved_then_adopted_in_order(clock, se
     reads the responses when nothing else is in flight, and gets more ids than room then);
     adopt() tracks the courier's request as if send() had staged it: marked sent by the
     next poll (or already, when the courier saw it written whole), answered in order."""
-    from kproducer.network import COURIER_ROUNDS
+    from kproducer.network import COURIER_IDS
     from kproducer.protocol import PRODUCE
     client = new_client(clock, sel, max_in_flight=2)
     assert client.reserve_requests(0, PRODUCE) is None              # no such node
     slot = make_ready(client, sel, clock)
-    conn, version, cid, count, room, reads = client.reserve_requests(0, PRODUCE)
+    conn, version, cid, count, max_in_flight, prior = client.reserve_requests(0, PRODUCE)
     assert conn == slot and version == client.api_version(0, PRODUCE)
-    assert (count, room, reads) == (2 * COURIER_ROUNDS, 2, True)
+    assert (count, max_in_flight, prior) == (COURIER_IDS, 2, [])
     first = metadata_request(client, clock)                         # a later request
     assert client.reserve_requests(0, PRODUCE) is None              # staged, not written yet
-    assert request_header(sel.sent[-1][1])[2] == cid + count        # past the block
+    _, mversion, mcid = request_header(sel.sent[-1][1])
+    assert mcid == cid + count                                      # past the block
     sel.then(sent=[slot])
     client.poll(0, clock.mono_ms())
-    _, _, cid2, count2, room2, reads2 = client.reserve_requests(0, PRODUCE)
-    assert (count2, room2, reads2) == (1, 1, False)                 # the metadata is in flight
+    # The metadata request is in flight: the courier is told, to read its response first.
+    assert client.reserve_requests(0, PRODUCE)[5] == [(mcid, METADATA, mversion)]
     adopted = []
     client.adopt(0, PRODUCE, version, cid, "req", lambda r, e: adopted.append((r, e)),
                  clock.mono_ms(), decoder=lambda ver, payload: ("decoded", ver))
     assert client.in_flight_count(0) == 2
-    assert client.reserve_requests(0, PRODUCE) is None              # max_in_flight=2 reached
     second = metadata_request(client, clock)                        # waits behind the unsent one
     assert len(sel.sent) == 2                                       # ApiVersions, Metadata
     sel.then(sent=[slot])                                           # the courier's, reported
     client.poll(0, clock.mono_ms())
     assert len(sel.sent) == 3                                       # now the second is staged
-    _, mversion, mcid = request_header(sel.sent[1][1])
     sel.then(received=[(slot, encode_response(METADATA, mversion, MetadataResponse(
         throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[]), mcid)),
         (slot, struct.pack(">i", cid))])
@@ -274,6 +273,31 @@ def test_a_request_the_courier_wrote_whole_needs_no_sent_report(clock, sel):
     sel.then(received=[(slot, struct.pack(">i", cid)), (slot, struct.pack(">i", cid + 1))])
     client.poll(0, clock.mono_ms())
     assert answers == [(struct.pack(">i", cid), None), (struct.pack(">i", cid + 1), None)]
+
+
+def test_a_response_the_courier_read_completes_in_order(clock, sel):
+    """A request adopted with the response the courier read waits for the responses ahead of
+    it: it completes right after them, in the same poll, and before any behind it."""
+    from kproducer.protocol import PRODUCE
+    client = new_client(clock, sel, max_in_flight=5)
+    slot = make_ready(client, sel, clock)
+    _, version, cid, _, _, _ = client.reserve_requests(0, PRODUCE)
+    order = []
+    for k, answer in enumerate([{}, {"answer": "read by the courier"}, {}]):
+        client.adopt(0, PRODUCE, version, cid + k, "req",
+                     lambda r, e, k=k: order.append((k, r)), clock.mono_ms(),
+                     decoder=lambda ver, payload: "polled", sent=True, **answer)
+    client.settle_answered()
+    assert order == []                          # the first has not been answered yet
+    sel.then(received=[(slot, struct.pack(">i", cid)), (slot, struct.pack(">i", cid + 2))])
+    client.poll(0, clock.mono_ms())
+    assert order == [(0, "polled"), (1, "read by the courier"), (2, "polled")]
+    assert client.in_flight_count(0) == 0
+    # At the head, it completes at once.
+    client.adopt(0, PRODUCE, version, cid + 3, "req", lambda r, e: order.append((3, r)),
+                 clock.mono_ms(), sent=True, answer="at once")
+    client.settle_answered()
+    assert order[-1] == (3, "at once") and client.in_flight_count(0) == 0
 
 
 def test_reconnect_backoff_grows_and_is_reset_once_ready(clock, sel):

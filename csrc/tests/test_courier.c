@@ -28,7 +28,7 @@
 
 static struct {
     pthread_mutex_t mu;
-    int connected, sending, sends, flushes, settles;
+    int connected, sending, sends, flushes, settles, wakeups;
     int32_t conn_id;
     uint8_t frame[4096];        /* the last request staged */
     size_t len;
@@ -38,7 +38,7 @@ static struct {
     size_t kept_len[4];
     int n_kept;
     int pipe[2];
-} fake = {PTHREAD_MUTEX_INITIALIZER, 1, 0, 0, 0, 0, -1, {0}, 0, {{0}}, {0}, 0, {-1, -1}};
+} fake = {PTHREAD_MUTEX_INITIALIZER, 1, 0, 0, 0, 0, 0, -1, {0}, 0, {{0}}, {0}, 0, {-1, -1}};
 
 static kp_status fake_send(kp_selector *s, int32_t id, const uint8_t *data, size_t len)
 {
@@ -114,38 +114,49 @@ static int fake_read(kp_selector *s, int32_t id)
     return fake_get(&fake.n_kept);
 }
 
-static const uint8_t *fake_kept(const kp_selector *s, int32_t id, size_t *len)
+static const uint8_t *fake_kept(const kp_selector *s, int32_t id, size_t index, size_t *len)
 {
     (void)s; (void)id;
     pthread_mutex_lock(&fake.mu);
-    const uint8_t *f = fake.n_kept ? fake.kept[0] : NULL;
-    *len = fake.n_kept ? fake.kept_len[0] : 0;
+    const uint8_t *f = (int)index < fake.n_kept ? fake.kept[index] : NULL;
+    *len = f ? fake.kept_len[index] : 0;
     pthread_mutex_unlock(&fake.mu);
     return f;
 }
 
-static void fake_drop_kept(kp_selector *s, int32_t id)
+static void fake_drop_kept(kp_selector *s, int32_t id, size_t index)
 {
     (void)s; (void)id;
     pthread_mutex_lock(&fake.mu);
-    if (fake.n_kept) {
-        memmove(fake.kept[0], fake.kept[1], sizeof fake.kept - sizeof fake.kept[0]);
-        memmove(fake.kept_len, fake.kept_len + 1, sizeof fake.kept_len - sizeof fake.kept_len[0]);
+    if ((int)index < fake.n_kept) {
+        for (int i = (int)index; i + 1 < fake.n_kept; i++) {
+            memcpy(fake.kept[i], fake.kept[i + 1], sizeof fake.kept[0]);
+            fake.kept_len[i] = fake.kept_len[i + 1];
+        }
         fake.n_kept--;
     }
     pthread_mutex_unlock(&fake.mu);
 }
 
+static int fake_wakeup(kp_selector *s)
+{
+    (void)s;
+    pthread_mutex_lock(&fake.mu);
+    fake.wakeups++;
+    pthread_mutex_unlock(&fake.mu);
+    return 0;
+}
+
 static const kp_selector_fns fns = {fake_send, fake_flush, fake_is_connected, fake_is_sending,
                                     fake_settle, fake_conn_fd, fake_read, fake_kept,
-                                    fake_drop_kept};
+                                    fake_drop_kept, fake_wakeup};
 
 static void fake_reset(int connected, int sending)
 {
     pthread_mutex_lock(&fake.mu);
     fake.connected = connected;
     fake.sending = sending;
-    fake.sends = fake.flushes = fake.settles = 0;
+    fake.sends = fake.flushes = fake.settles = fake.wakeups = 0;
     fake.len = 0;
     fake.conn_id = -1;
     fake.n_kept = 0;
@@ -195,11 +206,12 @@ static int64_t now_us(void)
 static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
 static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 
-/* Arms c with one node (id 5, connection 3, Produce v3, correlation ids from 77, `room` in
- * flight, `reads`) and partition 2 of topic "t" (sequence 9), offering w[0..n) due at
- * due_us; txn_id: the transactional id, or NULL. */
+/* Arms c with one node (id 5, connection 3, Produce v3, correlation ids from 77,
+ * max_in_flight, and the step's Produce v3 request prior_cid in flight unless it is -1) and
+ * partition 2 of topic "t" (sequence 9), offering w[0..n) due at due_us; txn_id: the
+ * transactional id, or NULL. */
 static void arm_plan(kp_courier *c, kp_batch_writer *w, int n_batches, int64_t due_us,
-                     const char *txn_id, int32_t room, int reads)
+                     const char *txn_id, int32_t max_in_flight, int32_t prior_cid)
 {
     static kp_selector *not_used;   /* the fake ignores it */
     kp_courier_plan plan = {
@@ -211,7 +223,9 @@ static void arm_plan(kp_courier *c, kp_batch_writer *w, int n_batches, int64_t d
     };
     kp_courier_lock(c);
     kp_courier_reset(c);
-    int32_t n = kp_courier_add_node(c, 5, 3, 3, 77, reads ? 4 * room : room, room, reads);
+    int32_t n = kp_courier_add_node(c, 5, 3, 3, 77, 4 * max_in_flight, max_in_flight);
+    if (prior_cid >= 0)
+        CHECK(kp_courier_add_prior(c, n, prior_cid, 0, 3) == 0, "prior");
     int32_t p = kp_courier_add_part(c, n, (const uint8_t *)"t", 1, 2, 9);
     CHECK(n == 0 && p == 0, "plan indexes %d %d", n, p);
     for (int i = 0; i < n_batches; i++)
@@ -222,7 +236,7 @@ static void arm_plan(kp_courier *c, kp_batch_writer *w, int n_batches, int64_t d
 
 static void arm_txn(kp_courier *c, kp_batch_writer *w, int64_t due_us, const char *txn_id)
 {
-    arm_plan(c, w, 1, due_us, txn_id, 1, 0);
+    arm_plan(c, w, 1, due_us, txn_id, 1, -1);
 }
 
 static void arm_one(kp_courier *c, kp_batch_writer *w, int64_t due_us)
@@ -344,7 +358,7 @@ static void test_transactional(void)
 static int answered_one(kp_courier *c)
 {
     size_t n;
-    return kp_courier_nodes(c, &n)[0].n_answered == 1 && kp_courier_nodes(c, &n)[0].n_requests == 2;
+    return kp_courier_nodes(c, &n)[0].n_answered == 2 && kp_courier_nodes(c, &n)[0].n_requests == 2;
 }
 
 static int stopped(kp_courier *c)
@@ -353,10 +367,17 @@ static int stopped(kp_courier *c)
     return kp_courier_nodes(c, &n)[0].stopped;
 }
 
-/* Room for one request in flight, two batches queued: the first goes, the second waits for
- * the first's acknowledgement, which the courier reads and settles (offset kept, frame
- * dropped) and then sends it with the next sequence and correlation id. An error answer is
- * left to the step: kept, and the node stopped. */
+/* Room for one request in flight, the step's in it, three batches queued: the first goes once
+ * the step's answer is read (and kept for the poll), the second waits for the first's
+ * acknowledgement, which the courier reads and settles (offset kept, frame dropped) and then
+ * sends it with the next sequence and correlation id. An error answer is left to the step:
+ * kept, and the node stopped. */
+static int sent_one(kp_courier *c)
+{
+    size_t n;
+    return kp_courier_nodes(c, &n)[0].n_requests == 1;
+}
+
 static void test_reads_and_goes_on(void)
 {
     kp_courier *c;
@@ -365,8 +386,15 @@ static void test_reads_and_goes_on(void)
     for (int i = 0; i < 3; i++)
         new_batch(&w[i]);
     fake_reset(1, 0);
-    arm_plan(c, w, 3, now_us(), NULL, 1, 1);
-    CHECK(wait_used(c) == 1, "the courier did not send");
+    /* The step's request 76 fills the room: its answer is read and kept, then the courier
+     * sends. */
+    arm_plan(c, w, 3, now_us(), NULL, 1, 76);
+    usleep(20000);
+    CHECK(fake_sends() == 0, "sent with no room in flight");
+    fake_respond(76, 0, 499);
+    CHECK(wait_for(c, sent_one), "the courier did not send after the step's answer");
+    CHECK(fake_get(&fake.n_kept) == 1, "the step's answer is kept for the poll");
+    CHECK(fake_get(&fake.wakeups) >= 1, "the selector woken for a step to settle it");
     usleep(20000);
     CHECK(fake_sends() == 1, "room for one: %d sent before an answer", fake_sends());
     CHECK(be32(fake.frame + 8) == 77, "the first correlation id");
@@ -378,10 +406,10 @@ static void test_reads_and_goes_on(void)
     kp_error err;
     CHECK(kp_batch_read_header(fake.frame + 44, w[1].buf.len, &info, &err) == KP_OK
           && info.base_sequence == 10, "the second batch's sequence follows the first's record");
-    CHECK(fake_get(&fake.n_kept) == 0 && kp_courier_answered(c) == 1, "the answer dropped, counted");
+    CHECK(fake_get(&fake.n_kept) == 1 && kp_courier_answered(c) == 2, "the answer dropped, counted");
     fake_respond(78, 6, -1);                    /* NOT_LEADER_OR_FOLLOWER */
     CHECK(wait_for(c, stopped), "an error answer did not stop the node");
-    CHECK(fake_get(&fake.n_kept) == 1 && kp_courier_answered(c) == 1 && fake_sends() == 2,
+    CHECK(fake_get(&fake.n_kept) == 2 && kp_courier_answered(c) == 2 && fake_sends() == 2,
           "the error answer is the step's: kept, nothing more sent");
     size_t nb, nr;
     kp_courier_lock(c);

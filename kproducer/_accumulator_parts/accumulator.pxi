@@ -885,8 +885,9 @@ cdef class RecordAccumulator:
                     only=None, bytes transactional_id=None):
         """The Sender, as its step ends: until the next step, the courier may send Produce
         requests to ``nodes`` ({node_id: (connection id, Produce version, first reserved
-        correlation id, ids reserved, room in flight, whether nothing else is in flight: it
-        reads the responses)}), holding the queued batches of the partitions they lead
+        correlation id, ids reserved, max.in.flight, [(correlation id, api key, version) of
+        the requests in flight, in order]): it reads their responses, and its own}), holding
+        the queued batches of the partitions they lead
         (``leaders``: {topic: [leader node id by partition]}) as they become sendable;
         ``selector_io`` is Selector.courier_io(), ``next_seq`` {(topic, partition):
         BaseSequence} (None without idempotence). A transactional producer names its

@@ -54,8 +54,9 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
                       int producer_epoch, int acks, int32_t timeout_ms, bytes client_id,
                       bytes transactional_id) except -1:
     """Builds the courier's plan (the accumulator's lock is held): ``nodes`` {node_id:
-    (connection id, Produce version, first reserved correlation id, ids reserved, room in
-    flight, whether nothing else is in flight)} can take requests now; ``leaders`` {topic:
+    (connection id, Produce version, first reserved correlation id, ids reserved,
+    max.in.flight, [(correlation id, api key, version) of each request in flight, in order])}
+    can take requests now; ``leaders`` {topic:
     [leader node id by partition]}. Every partition they lead that is not ``muted`` (and is
     in ``only``, unless it is None) and whose queue holds first attempts only gets a slot,
     and its queue is offered, in order."""
@@ -71,10 +72,12 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
     cdef Py_ssize_t name_len
     cdef bint at_once = acc.pool.waiters > 0 or acc.closed or acc.flushes_in_progress > 0
     kp_courier_reset(c)
-    for node_id, (conn_id, version, first_cid, block, room, reads) in nodes.items():
-        node = kp_courier_add_node(c, node_id, conn_id, version, first_cid, block, room, reads)
+    for node_id, (conn_id, version, first_cid, block, max_in_flight, prior) in nodes.items():
+        node = kp_courier_add_node(c, node_id, conn_id, version, first_cid, block, max_in_flight)
         if node >= 0:
             index[node_id] = node
+            for cid, api_key, prior_version in prior:
+                kp_courier_add_prior(c, node, cid, api_key, prior_version)
     for st in acc._topics.values():
         st.ensure_slots()
         name = PyUnicode_AsUTF8AndSize(st.topic, &name_len)

@@ -18,10 +18,13 @@ cdef extern from "kp_courier.h" nogil:
         int version
         int32_t first_correlation_id
         int32_t max_requests
-        int32_t room
-        int reads
+        int32_t max_in_flight
+        int32_t n_prior
+        int32_t prior
         int32_t n_requests
         int32_t n_answered
+        int32_t n_kept
+        int reads
         int stopped
 
     ctypedef struct kp_courier_request:
@@ -54,7 +57,7 @@ cdef extern from "kp_courier.h" nogil:
     ctypedef struct kp_courier_plan:
         const kp_selector_fns *io
         kp_selector *selector
-        kp_turn *turn
+        const kp_turn *turn
         int64_t producer_id
         int16_t producer_epoch
         int16_t acks
@@ -72,8 +75,10 @@ cdef extern from "kp_courier.h" nogil:
     void kp_courier_unlock(kp_courier *c)
     void kp_courier_reset(kp_courier *c)
     int32_t kp_courier_add_node(kp_courier *c, int32_t node_id, int32_t conn_id, int version,
-                                int32_t first_correlation_id, int32_t max_requests, int32_t room,
-                                int reads)
+                                int32_t first_correlation_id, int32_t max_requests,
+                                int32_t max_in_flight)
+    int kp_courier_add_prior(kp_courier *c, int32_t node, int32_t correlation_id, int16_t api_key,
+                             int version)
     int32_t kp_courier_add_part(kp_courier *c, int32_t node, const uint8_t *topic, size_t topic_len,
                                 int32_t partition, int32_t base_sequence)
     void kp_courier_offer(kp_courier *c, int32_t part, kp_batch_writer *batch, void *owner,
