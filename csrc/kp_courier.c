@@ -22,7 +22,8 @@ struct kp_courier {
     pthread_t thread;
     pid_t pid;                  /* the process that started the thread */
     int wake_fd;                /* eventfd: armed, an offer, or stop, while it sleeps */
-    int sleeping;               /* in poll(2), without mu: a kick writes wake_fd */
+    int sleeping;               /* in ppoll(2), without mu: a kick writes wake_fd */
+    int64_t sleep_until;        /* until when (CLOCK_MONOTONIC µs, -1: until woken) */
     int stop;
     int armed;
     kp_courier_plan plan;
@@ -59,14 +60,20 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* With mu held: wakes the thread if it sleeps. */
+static void wake(kp_courier *c)
+{
+    uint64_t one = 1;
+    ssize_t w = write(c->wake_fd, &one, sizeof one);
+    (void)w;        /* EAGAIN: a wakeup is pending already */
+}
+
+/* With mu held: wakes the thread for a new plan or offer, unless it looks again within
+ * KP_COURIER_WAIT_MAX_US anyway (it leaves the steps to a sending application in such
+ * short sleeps, and each step arms it: a write(2) and a wake-up per step would be spent). */
 static void kick(kp_courier *c)
 {
-    if (c->sleeping) {
-        uint64_t one = 1;
-        ssize_t w = write(c->wake_fd, &one, sizeof one);
-        (void)w;        /* EAGAIN: a wakeup is pending already */
-    }
+    if (c->sleeping && (c->sleep_until < 0 || c->sleep_until > now_us() + KP_COURIER_WAIT_MAX_US))
+        wake(c);
 }
 
 /* Room for item n of an array of `size`-byte items with *cap of them (doubling from
@@ -366,18 +373,50 @@ static int read_node(kp_courier *c, int32_t n)
 
 /* ---- the thread ------------------------------------------------------------------- */
 
+/* With mu held: whether node n waits for responses the courier may read. */
+static int awaits(const kp_courier_node *node)
+{
+    return node->reads && node->n_answered < node->n_prior + node->n_requests;
+}
+
+/* With mu held: when an application thread sent since the last look, it runs the step
+ * itself at its next send, so the courier leaves everything to it for two of its intervals
+ * between sends: returns when to look again, or -1 to go on now. */
+static int64_t defer_to_sender(kp_courier *c, int64_t now)
+{
+    const kp_turn *turn = c->plan.turn;
+    if (turn == NULL)
+        return -1;
+    uint64_t a = kp_turn_activity(turn);
+    if (a == c->seen_activity)
+        return -1;
+    c->seen_activity = a;
+    int64_t wait = 2 * kp_turn_send_interval_us(turn);
+    if (wait < KP_COURIER_WAIT_MIN_US) wait = KP_COURIER_WAIT_MIN_US;
+    if (wait > KP_COURIER_WAIT_MAX_US) wait = KP_COURIER_WAIT_MAX_US;
+    return now + wait;
+}
+
 /* With mu held: one look at the plan. Reads what arrived, sends what is due, and returns
  * when to look again (CLOCK_MONOTONIC µs, -1: only when woken); *npfds: the descriptors to
  * wake for (c->pfds[1..]). */
 static int64_t look(kp_courier *c, size_t *npfds)
 {
     const kp_courier_plan *pl = &c->plan;
-    int read_any = 0;
-    for (size_t n = 0; n < c->n_nodes; n++) {
-        kp_courier_node *node = &c->nodes[n];
-        if (node->reads && node->n_answered < node->n_prior + node->n_requests)
-            read_any |= read_node(c, (int32_t)n);
+    int64_t now = now_us(), next = -1;
+    *npfds = 0;
+    int work = 0;
+    for (size_t n = 0; n < c->n_nodes && !work; n++) {
+        int64_t due = node_next_due(c, (int32_t)n);
+        work = awaits(&c->nodes[n]) || (due >= 0 && due <= now && !c->nodes[n].stopped);
     }
+    if (work && (next = defer_to_sender(c, now)) >= 0)
+        return next;        /* neither reading nor sending meanwhile: the sender's step does */
+
+    int read_any = 0;
+    for (size_t n = 0; n < c->n_nodes; n++)
+        if (awaits(&c->nodes[n]))
+            read_any |= read_node(c, (int32_t)n);
     if (read_any)
         /* A step is wanted to settle what it read. Through the selector's wakeup, which
          * keeps the epoll descriptor readable until the next poll: the turn's watcher sees
@@ -385,8 +424,7 @@ static int64_t look(kp_courier *c, size_t *npfds)
          * the step that armed the courier ended, since kp_turn_done clears pending). */
         (void)pl->io->wakeup(pl->selector);
 
-    int64_t now = now_us(), next = -1;
-    int deferred = 0;
+    now = now_us();
     size_t k = 1;
     if (c->cap_pfds < c->n_nodes + 1) {
         struct pollfd *p = realloc(c->pfds, (c->n_nodes + 1) * sizeof *p);
@@ -406,30 +444,11 @@ static int64_t look(kp_courier *c, size_t *npfds)
                 if (next < 0 || due < next) next = due;
                 break;
             }
-            if (!node_can_send(c, (int32_t)n, &writing))
-                break;
-            if (!deferred && pl->turn != NULL) {
-                /* An application that sent since the last look runs the step itself at its
-                 * next send: leave the batches to it for two of its intervals. */
-                uint64_t a = kp_turn_activity(pl->turn);
-                if (a != c->seen_activity) {
-                    c->seen_activity = a;
-                    int64_t wait = 2 * kp_turn_send_interval_us(pl->turn);
-                    if (wait < KP_COURIER_WAIT_MIN_US) wait = KP_COURIER_WAIT_MIN_US;
-                    if (wait > KP_COURIER_WAIT_MAX_US) wait = KP_COURIER_WAIT_MAX_US;
-                    deferred = 1;
-                    if (next < 0 || now + wait < next) next = now + wait;
-                }
-            }
-            if (deferred || !send_node(c, (int32_t)n, now))
+            if (!node_can_send(c, (int32_t)n, &writing) || !send_node(c, (int32_t)n, now))
                 break;
         }
         /* Wake for its responses, and for room to write its next request. */
-        short events = 0;
-        if (node->reads && node->n_answered < node->n_prior + node->n_requests)
-            events |= POLLIN;
-        if (writing)
-            events |= POLLOUT;
+        short events = (short)((awaits(node) ? POLLIN : 0) | (writing ? POLLOUT : 0));
         int fd = events ? pl->io->conn_fd(pl->selector, node->conn_id) : -1;
         if (fd >= 0 && k < c->cap_pfds) {       /* no memory for it: woken by the turn */
             c->pfds[k].fd = fd;
@@ -466,6 +485,7 @@ static void *run(void *arg)
         c->pfds[0].fd = c->wake_fd;
         c->pfds[0].events = POLLIN;
         c->sleeping = 1;
+        c->sleep_until = next;
         pthread_mutex_unlock(&c->mu);
         /* ppoll: deadlines to the microsecond (poll(2) counts whole milliseconds). */
         int r = ppoll(c->pfds, 1 + npfds, timeout, NULL);
@@ -524,8 +544,7 @@ void kp_courier_free(kp_courier *c)
         return;     /* a forked child: the thread is the parent's */
     pthread_mutex_lock(&c->mu);
     c->stop = 1;
-    c->sleeping = 1;        /* kick whatever it is doing: it looks at stop before sleeping */
-    kick(c);
+    wake(c);                /* whatever it is doing: it looks at stop before it sleeps */
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->thread, NULL);
     pthread_mutex_destroy(&c->mu);

@@ -67,6 +67,7 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
     cdef ProducerBatch b
     cdef int32_t p, part, node
     cdef Py_ssize_t i, n
+    cdef bint eligible
     cdef int64_t due
     cdef const char *name
     cdef Py_ssize_t name_len
@@ -89,7 +90,13 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
                 continue        # not in this metadata yet: the steps send it
             q = st.queues[p]
             # First attempts only, never drained: a retry (and what follows it) is a step's.
-            if any(b.attempts > 0 or b.closed or b.base_sequence >= 0 for b in q):
+            eligible = True
+            for item in q:
+                b = <ProducerBatch>item
+                if b.attempts > 0 or b.closed or b.base_sequence >= 0:
+                    eligible = False
+                    break
+            if not eligible:
                 continue
             leader = index.get((<list>by_partition)[p])
             if leader is None or (muted and (st.topic, p) in muted):
@@ -102,8 +109,9 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
                 continue
             st.courier_slot[p] = part
             n = len(q)
-            for i in range(n):
-                b = q[i]
+            i = 0
+            for item in q:
+                b = <ProducerBatch>item
                 # Sendable at once: a batch behind another, a full one (batch.size reached, or
                 # no longer open), or anything while memory is short or the producer flushes
                 # or closes (as _wait_left); the last open one when its linger.ms is over.
@@ -112,6 +120,7 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
                 else:
                     due = kp_turn_wall_to_mono_us(b.created_ms + acc.linger_ms)
                 kp_courier_offer(c, part, &b.w, <void *>b, due)
+                i += 1
     plan.io = <const kp_selector_fns *>PyCapsule_GetPointer(selector_io[1], b"kproducer.kp_selector_fns")
     plan.selector = <kp_selector *>PyCapsule_GetPointer(selector_io[0], b"kproducer.kp_selector")
     plan.turn = NULL if acc.turn is None else acc.turn.t
