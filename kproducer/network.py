@@ -520,13 +520,17 @@ class NetworkClient:
         None when the node cannot take one: it must be READY, and nothing may wait to be
         staged or written before them (one staged send per connection)."""
         ns = self.nodes.get(node_id)
-        if (ns is None or ns.state != READY or ns.pending or ns.discard
-                or not all(e.sent and e.expect_response for e in ns.in_flight)
-                or api_key not in ns.versions):
+        if ns is None or ns.state != READY or ns.pending or ns.discard:
             return None
-        count = COURIER_IDS
-        prior = [(e.correlation_id, e.api_key, e.version) for e in ns.in_flight]
-        return (ns.slot, ns.versions[api_key], self.reserve_correlation_ids(count), count,
+        version = ns.versions.get(api_key)
+        if version is None:
+            return None
+        prior = []
+        for e in ns.in_flight:      # (a loop: the courier is armed at every step)
+            if not (e.sent and e.expect_response):
+                return None
+            prior.append((e.correlation_id, e.api_key, e.version))
+        return (ns.slot, version, self.reserve_correlation_ids(COURIER_IDS), COURIER_IDS,
                 self.max_in_flight, prior)
 
     def adopt(self, node_id: int, api_key: int, version: int, correlation_id: int, request,
