@@ -1,6 +1,7 @@
 /* kp_courier.c - see kp_courier.h. */
 #define _GNU_SOURCE
 #include "kp_courier.h"
+#include "kp_endian.h"
 #include "kp_produce.h"
 
 #include <errno.h>
@@ -49,7 +50,7 @@ struct kp_courier {
                                    own (it sleeps in ppoll on them without mu) */
     size_t cap_pfds;
     uint64_t sent;              /* requests written (atomics) */
-    uint64_t answered;          /* responses settled (atomics) */
+    uint64_t answered;          /* responses read and found good (atomics) */
     uint64_t seen_activity;     /* the application's sends at the courier's last look */
 };
 
@@ -307,14 +308,16 @@ static int settle_response(kp_courier *c, int32_t ri, const uint8_t *frame, size
         expected += c->batches[i].request == ri;
     if (n != expected)
         return 0;
+    /* n results for n batches, each naming a different one: every batch is acknowledged.
+     * (A failed check leaves offsets on some of the batches; nothing reads them unless the
+     * request is answered.) */
     for (size_t k = 0; k < n; k++) {
         kp_courier_batch *b = batch_for(c, ri, &c->results[k], frame);
         if (b == NULL || b->base_offset != -1)
             return 0;       /* not one of its batches, or one named twice */
         b->base_offset = c->results[k].base_offset;
+        b->log_append_time_ms = c->results[k].log_append_time_ms;
     }
-    for (size_t k = 0; k < n; k++)
-        batch_for(c, ri, &c->results[k], frame)->log_append_time_ms = c->results[k].log_append_time_ms;
     req->answered = 1;
     return 1;
 }
@@ -327,8 +330,7 @@ static int prior_ok(kp_courier *c, const kp_courier_prior *pr, const uint8_t *fr
         return produce_ok(c, frame, len, pr->version, pr->correlation_id, &n);
     /* Another request's answer settles nothing of the courier's: its correlation id is all
      * the courier checks. */
-    return len >= 4 && (int32_t)((uint32_t)frame[0] << 24 | (uint32_t)frame[1] << 16 |
-                                 (uint32_t)frame[2] << 8 | frame[3]) == pr->correlation_id;
+    return len >= 4 && (int32_t)kp_load_be32(frame) == pr->correlation_id;
 }
 
 /* With mu held: reads node n's responses. Returns 1 if it read anything (a frame, or the

@@ -193,8 +193,8 @@ const kp_courier_batch *kp_courier_batches(const kp_courier *c, size_t *n);
 /* The plan the courier was last armed with (its producer id and epoch finished the batches). */
 const kp_courier_plan *kp_courier_current_plan(const kp_courier *c);
 
-/* Requests the courier sent, and responses it read and settled (for metrics and tests;
- * read without the lock). */
+/* Requests the courier sent, and responses it read and found good, the step's and its own
+ * (for metrics and tests; read without the lock). */
 uint64_t kp_courier_sent(const kp_courier *c);
 uint64_t kp_courier_answered(const kp_courier *c);
 

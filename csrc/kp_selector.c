@@ -567,8 +567,6 @@ static int conn_write_tls(kp_selector *s, int32_t id, kp_conn *c);
 static int conn_write_done(kp_selector *s, int32_t id, kp_conn *c);
 static int conn_read_tls(kp_selector *s, int32_t id, kp_conn *c);
 
-/* One send(2) of the rest of the staged send (TLS: SSL_write calls, see
- * KP_SEL_TLS_WRITE_BUDGET). Returns -1 if the connection was closed. */
 /* One send(2) of what is left of a plaintext connection's staged send: the bytes written,
  * 0 (EAGAIN, EINTR), or -errno. */
 static ssize_t conn_send_rest(kp_conn *c)
@@ -583,6 +581,8 @@ static ssize_t conn_send_rest(kp_conn *c)
     return w;
 }
 
+/* One send(2) of the rest of the staged send (TLS: SSL_write calls, see
+ * KP_SEL_TLS_WRITE_BUDGET). Returns -1 if the connection was closed. */
 static int conn_write(kp_selector *s, int32_t id, kp_conn *c)
 {
     if (KP_UNLIKELY(c->ssl != NULL)) return conn_write_tls(s, id, c);
@@ -596,29 +596,27 @@ static int conn_write(kp_selector *s, int32_t id, kp_conn *c)
     return conn_write_done(s, id, c);
 }
 
-/* SSL_write calls of what is left of a TLS connection's staged send, as conn_write_tls but
- * reporting nothing: the bytes written (0: the socket is full, OpenSSL wants to read first,
- * or a failure). A retry after WANT_READ / WANT_WRITE offers the same bytes again, as
- * SSL_write(3) requires, and so does the poll's conn_write_tls; a failed session fails again
- * there (OpenSSL keeps a fatal error), and the poll reports that disconnect. */
-static size_t conn_flush_tls(kp_conn *c)
+/* SSL_write calls of what is left of a TLS connection's staged send, until it is written,
+ * the socket is full or KP_SEL_TLS_WRITE_BUDGET bytes went out. Returns 0, or the
+ * SSL_get_error code of the call that stopped (*sys: errno right after it). In partial-write
+ * mode each successful SSL_write has flushed its records to the kernel; after WANT_WRITE or
+ * WANT_READ the same bytes are offered again (SSL_write(3) requires it). */
+static int tls_send_rest(kp_conn *c, int *sys)
 {
-    size_t budget = KP_SEL_TLS_WRITE_BUDGET, written = 0;
-    while (c->tx_off < c->tx.len && budget && !c->tls_write_wants_read) {
+    size_t budget = KP_SEL_TLS_WRITE_BUDGET;
+    while (c->tx_off < c->tx.len && budget) {
         size_t left = c->tx.len - c->tx_off;
         int n = left > (size_t)INT32_MAX ? INT32_MAX : (int)left;
         ERR_clear_error();
         int w = SSL_write(c->ssl, c->tx.data + c->tx_off, n);
-        if (w <= 0) {
-            ERR_clear_error();      /* this thread's queue: the poll's call sees its own */
-            break;
-        }
+        *sys = errno;
+        if (w <= 0)
+            return SSL_get_error(c->ssl, w);
         c->tx_off += (size_t)w;
         c->bytes_sent += (uint64_t)w;
-        written += (size_t)w;
         budget -= (size_t)w < budget ? (size_t)w : budget;
     }
-    return written;
+    return 0;
 }
 
 int kp_selector_flush(kp_selector *s, int32_t id)
@@ -628,7 +626,13 @@ int kp_selector_flush(kp_selector *s, int32_t id)
     if (c->state != KP_SEL_CONNECTED || c->fd < 0) return -1;
     if (c->tx.len <= c->tx_off) return 0;
     if (KP_UNLIKELY(c->ssl != NULL)) {
-        size_t w = conn_flush_tls(c);
+        /* A stop for any reason is left to the poll: its conn_write_tls offers the same
+         * bytes again (a failed session fails again: OpenSSL keeps a fatal error). */
+        size_t before = c->tx_off;
+        int sys = 0;
+        if (c->tls_write_wants_read == 0 && tls_send_rest(c, &sys) != 0)
+            ERR_clear_error();      /* this thread's queue: the poll's call sees its own */
+        size_t w = c->tx_off - before;
         return w > INT_MAX ? INT_MAX : (int)w;
     }
     ssize_t w = conn_send_rest(c);      /* a failure: the next poll's write meets it again */
@@ -642,11 +646,17 @@ const kp_selector_fns kp_selector_functions = {
 };
 
 /* The staged send is fully written: report it. Returns -1 if closed. */
-static int conn_write_done(kp_selector *s, int32_t id, kp_conn *c)
+/* Forgets the staged send (written whole), keeping a buffer of ordinary size. */
+static void tx_clear(kp_conn *c)
 {
     c->tx.len = 0;
     c->tx_off = 0;
     if (c->tx.cap > KP_SEL_KEEP_TX_CAP) kp_buf_free(&c->tx);
+}
+
+static int conn_write_done(kp_selector *s, int32_t id, kp_conn *c)
+{
+    tx_clear(c);
     report_id(s->sent, &s->res.n_sent, s->max_conns, id);
     return conn_update_interest(s, id, c);
 }
@@ -777,32 +787,17 @@ static int conn_start_tls(kp_selector *s, int32_t id, kp_conn *c)
     return conn_handshake(s, id, c);
 }
 
-/* SSL_write until the staged send is written, the socket is full, or
- * KP_SEL_TLS_WRITE_BUDGET bytes went out. In partial-write mode each
- * successful SSL_write has flushed its records to the kernel; after
- * WANT_WRITE the same bytes are offered again (SSL_write(3) requires it). */
+/* tls_send_rest, then what its stop means: WANT_READ waits for the peer's bytes, a failure
+ * closes the connection, a send written whole is reported. Returns -1 if closed. */
 static int conn_write_tls(kp_selector *s, int32_t id, kp_conn *c)
 {
-    size_t budget = KP_SEL_TLS_WRITE_BUDGET;
-    while (c->tx_off < c->tx.len && budget) {
-        size_t left = c->tx.len - c->tx_off;
-        int n = left > (size_t)INT32_MAX ? INT32_MAX : (int)left;
-        ERR_clear_error();
-        int w = SSL_write(c->ssl, c->tx.data + c->tx_off, n);
-        int sys = errno;
-        if (w <= 0) {
-            int e = SSL_get_error(c->ssl, w);
-            if (e == SSL_ERROR_WANT_WRITE) return 0;
-            if (e == SSL_ERROR_WANT_READ) { /* renegotiation: wait for the peer's bytes */
-                c->tls_write_wants_read = 1;
-                return conn_update_interest(s, id, c);
-            }
-            return conn_tls_fail(s, id, c, e, sys);
-        }
-        c->tx_off += (size_t)w;
-        c->bytes_sent += (uint64_t)w;
-        budget -= (size_t)w < budget ? (size_t)w : budget;
+    int sys = 0, e = tls_send_rest(c, &sys);
+    if (e == SSL_ERROR_WANT_WRITE) return 0;
+    if (e == SSL_ERROR_WANT_READ) { /* renegotiation: wait for the peer's bytes */
+        c->tls_write_wants_read = 1;
+        return conn_update_interest(s, id, c);
     }
+    if (e != 0) return conn_tls_fail(s, id, c, e, sys);
     if (c->tx_off < c->tx.len) return 0;
     return conn_write_done(s, id, c);
 }
@@ -1078,9 +1073,7 @@ int kp_selector_settle(kp_selector *s, int32_t id)
     if (!id_ok(s, id)) return 0;
     kp_conn *c = &s->conns[id];
     if (c->state != KP_SEL_CONNECTED || c->tx.len == 0 || c->tx_off < c->tx.len) return 0;
-    c->tx.len = 0;
-    c->tx_off = 0;
-    if (c->tx.cap > KP_SEL_KEEP_TX_CAP) kp_buf_free(&c->tx);
+    tx_clear(c);
     mark_dirty(s, id, c);       /* EPOLLOUT, if a poll registered it for this send, goes */
     return 1;
 }

@@ -488,10 +488,8 @@ class NetworkClient:
     # -- requests written by the courier (csrc/kp_courier.h) ------------------------------
 
     def reserve_correlation_id(self) -> int:
-        """A correlation id no other request will carry (the courier's next request)."""
-        cid = self._next_cid
-        self._next_cid = (cid + 1) & 0x7FFFFFFF or 1
-        return cid
+        """A correlation id no other request will carry."""
+        return self.reserve_correlation_ids(1)
 
     def reserve_correlation_ids(self, count: int) -> int:
         """The first of ``count`` consecutive correlation ids no other request will carry

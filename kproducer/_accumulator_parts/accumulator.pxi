@@ -918,7 +918,7 @@ cdef class RecordAccumulator:
 
     @property
     def courier_answered(self):
-        """Produce responses the courier read and settled."""
+        """Responses the courier read and found good (the step's requests' and its own)."""
         return self._courier.answered
 
     @property

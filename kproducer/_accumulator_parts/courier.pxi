@@ -45,7 +45,7 @@ cdef class Courier:
 
     @property
     def answered(self):
-        """Responses the courier read and settled (every batch acknowledged)."""
+        """Responses the courier read and found good (the step's requests' and its own)."""
         return kp_courier_answered(self.c)
 
 
