@@ -401,6 +401,10 @@ class Sender:
             self.client.rewind_correlation_ids(end, max(used) + 1 if used else first)
         if not taken:
             return
+        for node in {entry[0] for entry in taken}:
+            # The courier drained these nodes: the sticky partitioner's figures say so, as for
+            # a step's drain (_send_producer_data).
+            self.acc.update_node_latency(node, now, True)
         for node, cid, version, send_ms, whole, batches, results in taken:
             if self.idempotent:
                 for b in batches:
