@@ -37,6 +37,10 @@
  *   a lost connection) is kept for the next poll with everything after it, and the courier
  *   stops there: it neither reads nor sends to that node again. Every frame read wakes the
  *   selector (kp_selector_fns.wakeup): the turn's watcher then wants a step, to settle it.
+ * - acks=0. A request is done once written: it takes no room in flight, and the courier
+ *   reads nothing (every node as if `reads` were 0). The step's requests in flight still
+ *   count; the poll reads their answers, and drops those a broker gives to acks=0 requests
+ *   anyway (Kafka gives none; Tansu does).
  * - Batches. Offers form a chain per partition in queue order (a partition's whole queue,
  *   first attempts only; later batches are offered by append as they start). Each request
  *   takes at most one batch per partition, its chain's next one once its deadline passes
@@ -82,7 +86,8 @@ typedef struct kp_courier_node {
     int32_t n_answered;         /* responses read and found good, in order: the step's, then
                                    the courier's */
     int32_t n_kept;             /* of them, frames kept for the poll (the step's) */
-    int reads;                  /* 0 once a frame was not good, or the connection was lost */
+    int reads;                  /* 0 once a frame was not good, or the connection was lost;
+                                   0 from the start with acks=0 */
     int stopped;                /* 1: no more requests (it cannot take one, a failure, a frame
                                    left for the step) */
 } kp_courier_node;

@@ -510,15 +510,16 @@ class NetworkClient:
         if self._next_cid == expected:
             self._next_cid = to
 
-    def reserve_requests(self, node_id: int, api_key: int) -> Optional[tuple]:
+    def reserve_requests(self, node_id: int, api_key: int, *, reads: bool = True) -> Optional[tuple]:
         """(connection id, version, first correlation id, ids reserved, max in flight, [(
         correlation id, api key, version) of each request in flight, in order]) for the
         requests that the courier may write to the node before the next poll (it reads the
         responses to those in flight and its own, and each one makes room for another), or
         None when the node cannot take one: it must be READY, and nothing may wait to be
-        staged or written before them (one staged send per connection)."""
+        staged or written before them (one staged send per connection). ``reads`` False
+        (acks=0: the courier reads nothing): answers to be dropped (``discard``) may come."""
         ns = self.nodes.get(node_id)
-        if ns is None or ns.state != READY or ns.pending or ns.discard:
+        if ns is None or ns.state != READY or ns.pending or (reads and ns.discard):
             return None
         version = ns.versions.get(api_key)
         if version is None:
@@ -533,21 +534,35 @@ class NetworkClient:
 
     def adopt(self, node_id: int, api_key: int, version: int, correlation_id: int, request,
               callback: Callable, send_ms: int, *, decoder: Optional[Callable] = None,
-              sent: bool = False, answer=_NO_ANSWER) -> None:
-        """A request the courier wrote to the node's connection between two polls (it
-        expects a response): tracked from now on as if :meth:`send` had staged it, written
-        (or failed) as the next poll reports, or ``sent`` already (the courier saw it
-        written whole: no poll reports it). ``answer``: its response, which the courier read
-        and decoded: the request completes with it once the responses ahead of it have
-        (:meth:`settle_answered`, and each poll)."""
+              sent: bool = False, answer=_NO_ANSWER, expect_response: bool = True) -> None:
+        """A request the courier wrote to the node's connection between two polls: tracked
+        from now on as if :meth:`send` had staged it, written (or failed) as the next poll
+        reports, or ``sent`` already (the courier saw it written whole: no poll reports it).
+        ``answer``: its response, which the courier read and decoded: the request completes
+        with it once the responses ahead of it have (:meth:`settle_answered`, and each
+        poll). Without ``expect_response`` (acks=0) it completes, with no response, once
+        written: here when ``sent``. (The courier writes nothing behind a request of the
+        step's that is not written whole yet, so this keeps the order.)"""
         ns = self.nodes.get(node_id)
         if ns is None or ns.state != READY:
             # Not reachable while the Sender takes the courier's requests first in its step.
             callback(None, NetworkError(f"node {node_id} is not ready for its request"))
             return
-        ns.in_flight.append(InFlightRequest(correlation_id, api_key, version, request, callback,
-                                            send_ms, True, sent, decoder=decoder, answer=answer))
         ns.last_activity_ms = send_ms
+        if not expect_response and sent:
+            self._written_without_response(ns, correlation_id)
+            callback(None, None)
+            return
+        ns.in_flight.append(InFlightRequest(correlation_id, api_key, version, request, callback,
+                                            send_ms, expect_response, sent, decoder=decoder,
+                                            answer=answer))
+
+    @staticmethod
+    def _written_without_response(ns: NodeState, correlation_id: int) -> None:
+        """An acks=0 request written whole: an answer with its id is dropped."""
+        ns.discard.add(correlation_id)
+        if len(ns.discard) > 100_000:  # a broker that never answers acks=0
+            ns.discard.clear()
 
     def settle_answered(self) -> None:
         """Completes the requests at the head of each node's queue whose responses the
@@ -622,9 +637,7 @@ class NetworkClient:
                     ns.last_activity_ms = now
                     if not entry.expect_response:
                         ns.in_flight.remove(entry)
-                        ns.discard.add(entry.correlation_id)
-                        if len(ns.discard) > 100_000:  # a broker that never answers acks=0
-                            ns.discard.clear()
+                        self._written_without_response(ns, entry.correlation_id)
                         completions.append((entry.callback, None, None))
                     break
             self._stage(ns)

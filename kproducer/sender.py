@@ -22,8 +22,8 @@ Compiled, without the GIL:
     it as it ends (:meth:`_arm_courier`); the next *takes* what it did as it begins
     (:meth:`_take_courier_sends`: in-flight requests and batches, as if that step had sent
     them, the answered ones settled in order). Anything but an acknowledgement is left to
-    the step. Uncompressed, acks 1 or all, plaintext or TLS; in a transaction, only to the
-    partitions it has added, while it is open.
+    the step. Uncompressed, any acks (with acks=0 a request is done once written), plaintext
+    or TLS; in a transaction, only to the partitions it has added, while it is open.
 Python, one *step* at a time under the step lock (:meth:`_step`): ``poll(0)``, which reads
 and completes batches (one settlement per batch, its callbacks) -> ready -> drain -> one
 Produce request per broker -> ``poll(0)``, which writes them -- and the policy: retries,
@@ -146,11 +146,11 @@ class Sender:
         # event loop left past its grace, so that a loop that stopped can be let go.
         self.before_io_step = None
         self._thread = threading.Thread(target=self._run, name="kproducer-network-thread", daemon=True)
-        # The courier (csrc/kp_courier.h) writes the requests of uncompressed batches with
-        # acks; the steps write everything else.
+        # The courier (csrc/kp_courier.h) writes the requests of uncompressed batches; the
+        # steps write everything else.
         selector = client.selector
         self._courier_io = None
-        if self.acks != 0 and config.compression_type == "none" and hasattr(selector, "courier_io"):
+        if config.compression_type == "none" and hasattr(selector, "courier_io"):
             self._courier_io = selector.courier_io()
         self._client_id = None if self._courier_io is None or client.client_id is None \
             else client.client_id.encode()
@@ -343,9 +343,10 @@ class Sender:
         """As the step ends: the courier (csrc/kp_courier.h) may send, until the next step
         begins, the queued batches of the nodes whose connections can take a request now, as
         they become sendable and max.in.flight allows, reading the responses to what is in
-        flight. Not with acks=0 or compression (the step does those), nor while a producer
-        id is wanted or the producer closes; in a transaction, only to the partitions it has
-        added, and only while it is open."""
+        flight (with acks=0 it reads nothing: its requests are done once written). Not with
+        compression (the step does that), nor while a producer id is wanted or the producer
+        closes; in a transaction, only to the partitions it has added, and only while it is
+        open."""
         if self._courier_io is None or not self.running or self.force_close:
             return
         if self.idempotent and (self._need_pid or self.producer_id < 0):
@@ -358,7 +359,7 @@ class Sender:
         nodes = {}
         first_cid = self.client.next_correlation_id
         for node_id in self.client.nodes:
-            plan = self.client.reserve_requests(node_id, v.PRODUCE)
+            plan = self.client.reserve_requests(node_id, v.PRODUCE, reads=self.acks != 0)
             if plan is not None:
                 nodes[node_id] = plan
         # The ids the courier does not use are given back as it is taken.
@@ -405,7 +406,10 @@ class Sender:
             # The courier drained these nodes: the sticky partitioner's figures say so, as for
             # a step's drain (_send_producer_data).
             self.acc.update_node_latency(node, now, True)
+        expect_response = self.acks != 0
         for node, cid, version, send_ms, whole, batches, results in taken:
+            if not expect_response:
+                self._acks0_nodes.add(node)     # a barrier before close (_acks0_barrier)
             if self.idempotent:
                 for b in batches:
                     self.next_seq[(b.topic, b.partition)] = (b.base_sequence + b.record_count) % _SEQ_MOD
@@ -418,7 +422,8 @@ class Sender:
                                            for b, (offset, append_time) in zip(batches, results)])}
             self.client.adopt(node, v.PRODUCE, version, cid, topics,
                               lambda resp, err, batches=batches: self._on_produce(batches, resp, err),
-                              send_ms, decoder=decode_produce_response, sent=whole, **answer)
+                              send_ms, decoder=decode_produce_response, sent=whole,
+                              expect_response=expect_response, **answer)
         self.client.settle_answered()
 
     def _on_auth_failure(self, node: int, exc, wall: int) -> None:

@@ -212,6 +212,33 @@ def test_a_queue_goes_in_order_one_batch_per_partition_per_request(link):
     assert acc.queued_batches() == 1    # the muted partition's
 
 
+
+def test_with_acks0_a_request_is_done_once_written_and_nothing_is_read(link):
+    """acks=0, room for one request in flight: each request is done once written, so a
+    queue of three full batches goes in three requests at once, with acks 0 and no producer
+    id; an answer on the connection (Tansu answers acks=0) is not read: the poll reads it."""
+    sel, conn = link
+    acc = _acc()
+    for value in (b"x", b"y", b"z"):
+        acc.append("t", 0, None, value * 600, None, None, None)     # a batch each
+    conn.sendall(_produce_response_v3(2, "t", [(0, 0, 0)]))          # an earlier request's
+    acc.arm_courier(sel.courier_io(), {7: node(3, max_in_flight=1)}, LEADERS, None, None,
+                    -1, -1, 0, 1000, None)
+    frames = [_parse_produce_v3(_recv_frame(conn)) for _ in range(3)]
+    assert [(cid, acks) for cid, _, acks, _, _ in frames] == [(3, 0), (4, 0), (5, 0)]
+    batches = [decode_batch(f[4][("t", 0)]) for f in frames]
+    assert [(b.producer_id, b.base_sequence, b.records[0].value[:1]) for b in batches] \
+        == [(-1, -1, b"x"), (-1, -1, b"y"), (-1, -1, b"z")]
+    assert acc.courier_answered == 0
+    taken = acc.take_courier_sends(0)
+    assert [(cid, whole, results) for _, cid, _, _, whole, _, results in taken] \
+        == [(3, True, None), (4, True, None), (5, False, None)]
+    deadline = time.monotonic() + 5
+    received = []
+    while not received and time.monotonic() < deadline:
+        received = sel.poll(50).received
+    assert [struct.unpack_from(">i", payload)[0] for _, payload in received] == [2]
+
 def _produce_response_v3(cid: int, topic: str, entries) -> bytes:
     """A framed Produce v3 response: ``entries`` [(partition, error_code, base_offset)]."""
     name = topic.encode()
@@ -305,6 +332,29 @@ def test_a_busy_application_does_not_hold_back_a_lingering_batch(broker, gil_hel
     got = read_back(broker.bootstrap, "courier", partitions=[1])
     assert [(m.key, m.value) for m in got[1]] == [(b"k", b"one"), (b"k", b"two")]
 
+
+
+@pytest.mark.timeout(60)
+def test_with_acks0_a_busy_application_does_not_hold_back_a_lingering_batch(broker, gil_held):
+    """acks=0 goes by courier too: the lingering batch leaves while the application computes,
+    its record completes (offset -1) at the next step, and the close's barrier request
+    still waits for the broker to have read everything."""
+    broker.create_topic("courier-acks0", 2)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=LINGER_MS, acks=0,
+                  enable_idempotence=False) as p:
+        p.send("courier-acks0", b"warm", partition=0).result(10)
+        _wait_armed(p)
+        sent = p._acc.courier_sent
+        f1 = p.send("courier-acks0", b"one", partition=1)
+        assert _compute_until(lambda: p._acc.courier_sent > sent, timeout=2.0)
+        assert not f1.done()                    # completed by a step: the GIL was never let go
+        assert f1.result(10).offset == -1
+        futures = [p.send("courier-acks0", b"%d" % i, partition=1) for i in range(200)]
+        m = p.metrics()
+        assert m["requests_by_courier"] >= 1 and m["responses_by_courier"] == 0
+    assert all(f.result(0).offset == -1 for f in futures)
+    got = read_back(broker.bootstrap, "courier-acks0", partitions=[1])
+    assert [m.value for m in got[1]] == [b"one"] + [b"%d" % i for i in range(200)]
 
 @pytest.mark.timeout(120)
 def test_bursts_between_computing_keep_order_and_sequences(broker):

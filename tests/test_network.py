@@ -300,6 +300,33 @@ def test_a_response_the_courier_read_completes_in_order(clock, sel):
     assert order[-1] == (3, "at once") and client.in_flight_count(0) == 0
 
 
+
+def test_an_acks0_request_the_courier_wrote_completes_once_written(clock, sel):
+    """acks=0: the courier reads nothing, so answers to drop may be on their way and the node
+    can still take its requests; one it saw written whole completes as it is adopted, one
+    still being written when the poll reports it sent; a broker's answer to either is
+    dropped (Tansu answers acks=0)."""
+    from kproducer.protocol import PRODUCE
+    client = new_client(clock, sel, max_in_flight=5)
+    slot = make_ready(client, sel, clock)
+    _, version, first, _, _, _ = client.reserve_requests(0, PRODUCE)
+    done = []
+    client.adopt(0, PRODUCE, version, first, "req", lambda r, e: done.append((0, r, e)),
+                 clock.mono_ms(), sent=True, expect_response=False)
+    assert done == [(0, None, None)] and client.in_flight_count(0) == 0
+    # An answer to drop may come: the courier is only offered the node when it reads nothing.
+    assert client.reserve_requests(0, PRODUCE) is None
+    cid = client.reserve_requests(0, PRODUCE, reads=False)[2]
+    client.adopt(0, PRODUCE, version, cid, "req", lambda r, e: done.append((1, r, e)),
+                 clock.mono_ms(), sent=False, expect_response=False)
+    assert len(done) == 1 and client.in_flight_count(0) == 1
+    sel.then(sent=[slot])
+    client.poll(0, clock.mono_ms())
+    assert done[1] == (1, None, None) and client.in_flight_count(0) == 0
+    sel.then(received=[(slot, struct.pack(">i", first)), (slot, struct.pack(">i", cid))])
+    client.poll(0, clock.mono_ms())
+    assert client.state(0) == "READY" and len(done) == 2     # dropped, not a protocol error
+
 def test_reconnect_backoff_grows_and_is_reset_once_ready(clock, sel):
     client = new_client(clock, sel, reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000)
     client.set_node(0, "10.0.0.1", 9092)

@@ -210,13 +210,13 @@ static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
  * max_in_flight, and the step's Produce v3 request prior_cid in flight unless it is -1) and
  * partition 2 of topic "t" (sequence 9), offering w[0..n) due at due_us; txn_id: the
  * transactional id, or NULL. */
-static void arm_plan(kp_courier *c, kp_batch_writer *w, int n_batches, int64_t due_us,
-                     const char *txn_id, int32_t max_in_flight, int32_t prior_cid)
+static void arm_acks(kp_courier *c, kp_batch_writer *w, int n_batches, int64_t due_us,
+                     const char *txn_id, int32_t max_in_flight, int32_t prior_cid, int16_t acks)
 {
     static kp_selector *not_used;   /* the fake ignores it */
     kp_courier_plan plan = {
         .io = &fns, .selector = not_used, .turn = NULL, .producer_id = 1000,
-        .producer_epoch = 2, .acks = -1, .timeout_ms = 30000,
+        .producer_epoch = 2, .acks = acks, .timeout_ms = 30000,
         .client_id = (const uint8_t *)"cid", .client_id_len = 3,
         .transactional_id = (const uint8_t *)txn_id, .transactional_id_len = txn_id ? strlen(txn_id) : 0,
         .max_request_size = 1 << 20,
@@ -232,6 +232,12 @@ static void arm_plan(kp_courier *c, kp_batch_writer *w, int n_batches, int64_t d
         kp_courier_offer(c, p, &w[i], &w[i], due_us);
     CHECK(kp_courier_arm(c, &plan) == KP_OK && kp_courier_armed(c), "arm");
     kp_courier_unlock(c);
+}
+
+static void arm_plan(kp_courier *c, kp_batch_writer *w, int n_batches, int64_t due_us,
+                     const char *txn_id, int32_t max_in_flight, int32_t prior_cid)
+{
+    arm_acks(c, w, n_batches, due_us, txn_id, max_in_flight, prior_cid, -1);
 }
 
 static void arm_txn(kp_courier *c, kp_batch_writer *w, int64_t due_us, const char *txn_id)
@@ -426,6 +432,44 @@ static void test_reads_and_goes_on(void)
         kp_batch_free(&w[i]);
 }
 
+static int sent_three(kp_courier *c)
+{
+    size_t n;
+    return kp_courier_nodes(c, &n)[0].n_requests == 3;
+}
+
+/* acks=0, room for one request in flight: a request is done once written, so the three due
+ * batches go in three requests one after another, with acks 0. The courier reads nothing:
+ * a frame on the connection (Tansu answers acks=0 anyway) stays for the poll. */
+static void test_acks0(void)
+{
+    kp_courier *c;
+    kp_batch_writer w[3];
+    CHECK(kp_courier_new(&c, NULL) == KP_OK, "new");
+    for (int i = 0; i < 3; i++)
+        new_batch(&w[i]);
+    fake_reset(1, 0);
+    fake_respond(4, 0, 0);          /* an answer to an earlier acks=0 request of the step's */
+    arm_acks(c, w, 3, now_us(), NULL, 1, -1, 0);
+    CHECK(wait_for(c, sent_three), "three requests with room for one in flight");
+    CHECK(be32(fake.frame + 8) == 79 && be16(fake.frame + 19) == 0, "the third, with acks 0");
+    usleep(20000);
+    CHECK(fake_get(&fake.n_kept) == 1 && kp_courier_answered(c) == 0 && fake_get(&fake.wakeups) == 0,
+          "it read the connection");
+    size_t nr, nn;
+    kp_courier_lock(c);
+    const kp_courier_request *r = kp_courier_requests(c, &nr);
+    const kp_courier_node *node = kp_courier_nodes(c, &nn);
+    CHECK(nr == 3 && r[0].whole && r[1].whole && !r[2].whole && !r[0].answered,
+          "the first two settled to stage the next, none answered");
+    CHECK(!node[0].stopped && !node[0].reads, "the node can take more, reads nothing");
+    kp_courier_reset(c);
+    kp_courier_unlock(c);
+    kp_courier_free(c);
+    for (int i = 0; i < 3; i++)
+        kp_batch_free(&w[i]);
+}
+
 static void test_a_node_that_cannot_take_it(int connected, int sending)
 {
     kp_courier *c;
@@ -476,6 +520,7 @@ int main(void)
     test_sent_at_the_deadline();
     test_transactional();
     test_reads_and_goes_on();
+    test_acks0();
     test_a_node_that_cannot_take_it(0, 0);
     test_a_node_that_cannot_take_it(1, 1);
     test_reset_before_the_deadline();
