@@ -52,7 +52,9 @@
  *   and that thread runs the step at its next send, so the courier first waits twice its
  *   interval between sends (KP_COURIER_WAIT_MIN_US..KP_COURIER_WAIT_MAX_US) and sends only if
  *   no step came and no send happened meanwhile (a busy application sending 50,000 records/s:
- *   p99 5.6 -> 6.8 ms when the courier and the step both sent).
+ *   p99 5.6 -> 6.8 ms when the courier and the step both sent); each look that finds it still
+ *   sending doubles that wait, up to KP_COURIER_WAIT_MAX_US (a send() loop would wake it every
+ *   50 µs otherwise).
  * - A request is written at once (kp_selector_fns.flush); whatever the socket does not take,
  *   and a failed write, is left to the next step's poll, which reports it (sent, or
  *   disconnected) as for any request.
@@ -202,5 +204,7 @@ const kp_courier_plan *kp_courier_current_plan(const kp_courier *c);
  * (for metrics and tests; read without the lock). */
 uint64_t kp_courier_sent(const kp_courier *c);
 uint64_t kp_courier_answered(const kp_courier *c);
+/* How many times it looked at its plan (tests: how often it wakes). */
+uint64_t kp_courier_looks(const kp_courier *c);
 
 #endif /* KP_COURIER_H */

@@ -11,7 +11,9 @@
  * one Produce request with the plan's correlation id, client id, acks and timeout, the batch
  * finished with the plan's producer id, epoch and sequence (CRC valid) and sealed; a
  * transactional plan's request and batch; a response read and settled makes room for the
- * next request, an error response is left to the step; a node that is not connected or still
+ * next request, an error response is left to the step; with acks=0 a request is done once
+ * written and nothing is read; a due batch is left to an application that keeps sending,
+ * with fewer and fewer looks, and sent once it stops; a node that is not connected or still
  * writing gets nothing and is not looked at again (no spin); a plan reset before the deadline
  * sends nothing; the spinning trylock gives up on a held lock after its time.
  */
@@ -210,12 +212,14 @@ static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
  * max_in_flight, and the step's Produce v3 request prior_cid in flight unless it is -1) and
  * partition 2 of topic "t" (sequence 9), offering w[0..n) due at due_us; txn_id: the
  * transactional id, or NULL. */
+static const kp_turn *plan_turn;   /* the plan's turn (an application that sends), or NULL */
+
 static void arm_acks(kp_courier *c, kp_batch_writer *w, int n_batches, int64_t due_us,
                      const char *txn_id, int32_t max_in_flight, int32_t prior_cid, int16_t acks)
 {
     static kp_selector *not_used;   /* the fake ignores it */
     kp_courier_plan plan = {
-        .io = &fns, .selector = not_used, .turn = NULL, .producer_id = 1000,
+        .io = &fns, .selector = not_used, .turn = plan_turn, .producer_id = 1000,
         .producer_epoch = 2, .acks = acks, .timeout_ms = 30000,
         .client_id = (const uint8_t *)"cid", .client_id_len = 3,
         .transactional_id = (const uint8_t *)txn_id, .transactional_id_len = txn_id ? strlen(txn_id) : 0,
@@ -470,6 +474,62 @@ static void test_acks0(void)
         kp_batch_free(&w[i]);
 }
 
+static volatile int touching;
+
+static void *touch_turn(void *arg)
+{
+    while (touching) {          /* a send every 2 µs: one between any two looks */
+        kp_turn_touch(arg);
+        int64_t next = now_us() + 2;
+        while (now_us() < next) {}
+    }
+    return NULL;
+}
+
+/* An application that keeps sending runs the steps itself: the courier leaves the due batch
+ * to it, and each look that finds it still sending doubles the wait, up to
+ * KP_COURIER_WAIT_MAX_US (at KP_COURIER_WAIT_MIN_US a look, 200 ms took about 2,800 looks);
+ * once it stops, the courier sends within that wait. */
+static void test_a_sending_application_is_left_the_steps(void)
+{
+    kp_courier *c;
+    kp_turn *t;
+    kp_batch_writer w;
+    int never[2];
+    CHECK(pipe2(never, O_NONBLOCK | O_CLOEXEC) == 0, "pipe");
+    CHECK(kp_turn_new(&t, never[0], NULL) == KP_OK, "turn");
+    CHECK(kp_courier_new(&c, NULL) == KP_OK, "new");
+    new_batch(&w);
+    fake_reset(1, 0);
+    pthread_t app;
+    touching = 1;
+    kp_turn_touch(t);
+    CHECK(pthread_create(&app, NULL, touch_turn, t) == 0, "thread");
+    plan_turn = t;
+    arm_one(c, &w, now_us());
+    usleep(200000);
+    /* (Whether it sent meanwhile is the scheduler's: a touching thread descheduled for
+     * longer than the wait looks like one that stopped. Either way the looks are few.) */
+    uint64_t looks = kp_courier_looks(c);
+    CHECK(looks >= 2 && looks <= 200000 / KP_COURIER_WAIT_MAX_US + 40,
+          "%llu looks in 200 ms", (unsigned long long)looks);
+    touching = 0;
+    pthread_join(app, NULL);
+    int64_t t0 = now_us();
+    CHECK(wait_used(c) == 1, "not sent once the application stopped");
+    CHECK(now_us() - t0 <= 2 * KP_COURIER_WAIT_MAX_US + 20000, "sent %lld us after it stopped",
+          (long long)(now_us() - t0));
+    plan_turn = NULL;
+    kp_courier_lock(c);
+    kp_courier_reset(c);
+    kp_courier_unlock(c);
+    kp_courier_free(c);
+    kp_turn_free(t);
+    close(never[0]);
+    close(never[1]);
+    kp_batch_free(&w);
+}
+
 static void test_a_node_that_cannot_take_it(int connected, int sending)
 {
     kp_courier *c;
@@ -521,6 +581,7 @@ int main(void)
     test_transactional();
     test_reads_and_goes_on();
     test_acks0();
+    test_a_sending_application_is_left_the_steps();
     test_a_node_that_cannot_take_it(0, 0);
     test_a_node_that_cannot_take_it(1, 1);
     test_reset_before_the_deadline();
