@@ -208,12 +208,12 @@ static int64_t now_us(void)
 static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
 static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 
+static const kp_turn *plan_turn;   /* the plan's turn (an application that sends), or NULL */
+
 /* Arms c with one node (id 5, connection 3, Produce v3, correlation ids from 77,
  * max_in_flight, and the step's Produce v3 request prior_cid in flight unless it is -1) and
  * partition 2 of topic "t" (sequence 9), offering w[0..n) due at due_us; txn_id: the
- * transactional id, or NULL. */
-static const kp_turn *plan_turn;   /* the plan's turn (an application that sends), or NULL */
-
+ * transactional id, or NULL; acks: the plan's (-1 for arm_plan); the turn: plan_turn. */
 static void arm_acks(kp_courier *c, kp_batch_writer *w, int n_batches, int64_t due_us,
                      const char *txn_id, int32_t max_in_flight, int32_t prior_cid, int16_t acks)
 {
