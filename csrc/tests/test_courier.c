@@ -382,27 +382,52 @@ static int stopped(kp_courier *c)
  * acknowledgement, which the courier reads and settles (offset kept, frame dropped) and then
  * sends it with the next sequence and correlation id. An error answer is left to the step:
  * kept, and the node stopped. */
-static int sent_one(kp_courier *c)
+static int32_t requests_wanted;
+
+static int sent_wanted(kp_courier *c)
 {
     size_t n;
-    return kp_courier_nodes(c, &n)[0].n_requests == 1;
+    return kp_courier_nodes(c, &n)[0].n_requests == requests_wanted;
 }
 
-static void test_reads_and_goes_on(void)
+/* Until the courier wrote n requests, for up to 5 s: whether it did. */
+static int wait_requests(kp_courier *c, int32_t n)
+{
+    requests_wanted = n;
+    return wait_for(c, sent_wanted);
+}
+
+/* Three batches of one record each, a new courier, a connected fake selector. */
+static kp_batch_writer w_three[3];
+
+static kp_courier *new_with_batches(kp_batch_writer *w)
 {
     kp_courier *c;
-    kp_batch_writer w[3];
     CHECK(kp_courier_new(&c, NULL) == KP_OK, "new");
     for (int i = 0; i < 3; i++)
         new_batch(&w[i]);
     fake_reset(1, 0);
+    return c;
+}
+
+static void free_with_batches(kp_courier *c, kp_batch_writer *w)
+{
+    kp_courier_free(c);
+    for (int i = 0; i < 3; i++)
+        kp_batch_free(&w[i]);
+}
+
+static void test_reads_and_goes_on(void)
+{
+    kp_courier *c = new_with_batches(w_three);
+    kp_batch_writer *w = w_three;
     /* The step's request 76 fills the room: its answer is read and kept, then the courier
      * sends. */
     arm_plan(c, w, 3, now_us(), NULL, 1, 76);
     usleep(20000);
     CHECK(fake_sends() == 0, "sent with no room in flight");
     fake_respond(76, 0, 499);
-    CHECK(wait_for(c, sent_one), "the courier did not send after the step's answer");
+    CHECK(wait_requests(c, 1), "the courier did not send after the step's answer");
     CHECK(fake_get(&fake.n_kept) == 1, "the step's answer is kept for the poll");
     CHECK(fake_get(&fake.wakeups) >= 1, "the selector woken for a step to settle it");
     usleep(20000);
@@ -431,15 +456,7 @@ static void test_reads_and_goes_on(void)
           "the first answered and settled, the second neither");
     kp_courier_reset(c);
     kp_courier_unlock(c);
-    kp_courier_free(c);
-    for (int i = 0; i < 3; i++)
-        kp_batch_free(&w[i]);
-}
-
-static int sent_three(kp_courier *c)
-{
-    size_t n;
-    return kp_courier_nodes(c, &n)[0].n_requests == 3;
+    free_with_batches(c, w);
 }
 
 /* acks=0, room for one request in flight: a request is done once written, so the three due
@@ -447,15 +464,11 @@ static int sent_three(kp_courier *c)
  * a frame on the connection (Tansu answers acks=0 anyway) stays for the poll. */
 static void test_acks0(void)
 {
-    kp_courier *c;
-    kp_batch_writer w[3];
-    CHECK(kp_courier_new(&c, NULL) == KP_OK, "new");
-    for (int i = 0; i < 3; i++)
-        new_batch(&w[i]);
-    fake_reset(1, 0);
+    kp_courier *c = new_with_batches(w_three);
+    kp_batch_writer *w = w_three;
     fake_respond(4, 0, 0);          /* an answer to an earlier acks=0 request of the step's */
     arm_acks(c, w, 3, now_us(), NULL, 1, -1, 0);
-    CHECK(wait_for(c, sent_three), "three requests with room for one in flight");
+    CHECK(wait_requests(c, 3), "three requests with room for one in flight");
     CHECK(be32(fake.frame + 8) == 79 && be16(fake.frame + 19) == 0, "the third, with acks 0");
     usleep(20000);
     CHECK(fake_get(&fake.n_kept) == 1 && kp_courier_answered(c) == 0 && fake_get(&fake.wakeups) == 0,
@@ -469,9 +482,7 @@ static void test_acks0(void)
     CHECK(!node[0].stopped && !node[0].reads, "the node can take more, reads nothing");
     kp_courier_reset(c);
     kp_courier_unlock(c);
-    kp_courier_free(c);
-    for (int i = 0; i < 3; i++)
-        kp_batch_free(&w[i]);
+    free_with_batches(c, w);
 }
 
 static volatile int touching;
