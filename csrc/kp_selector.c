@@ -645,7 +645,6 @@ const kp_selector_fns kp_selector_functions = {
     kp_selector_drop_kept, kp_selector_wakeup,
 };
 
-/* The staged send is fully written: report it. Returns -1 if closed. */
 /* Forgets the staged send (written whole), keeping a buffer of ordinary size. */
 static void tx_clear(kp_conn *c)
 {
@@ -654,6 +653,7 @@ static void tx_clear(kp_conn *c)
     if (c->tx.cap > KP_SEL_KEEP_TX_CAP) kp_buf_free(&c->tx);
 }
 
+/* The staged send is fully written: report it. Returns -1 if closed. */
 static int conn_write_done(kp_selector *s, int32_t id, kp_conn *c)
 {
     tx_clear(c);
