@@ -3,11 +3,19 @@
 KPRODUCER_SANITIZE=1 builds with AddressSanitizer and UndefinedBehaviorSanitizer
 (-O1, frame pointers, KP_DEBUG asserts); run it with the ASan runtime preloaded
 (see README.md). KPRODUCER_DEBUG=1 turns on KP_DEBUG asserts alone.
+
+The courier compresses batches in C with the system's codec libraries (csrc/kp_compress.h):
+each is linked when its header and library are found (Debian: zlib1g-dev, liblz4-dev,
+libzstd-dev, libsnappy-dev); a producer whose codec is not is compressed by its steps
+(cramjam). KPRODUCER_C_CODECS=gzip,lz4,zstd,snappy makes those required (the build fails
+naming what is missing); KPRODUCER_C_CODECS=none links none.
 """
 
 import os
 import subprocess
 import tempfile
+
+from setuptools.errors import CompileError, LinkError
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -19,12 +27,62 @@ OPENSSL_HINT = ("install libssl-dev (Debian/Ubuntu) or openssl-devel (RHEL/Fedor
                 "or install the manylinux wheel, which has OpenSSL inside (README.md)")
 
 
+# codec name -> (macro, header, library, a call that needs both)
+C_CODECS = {
+    "gzip": ("KP_HAVE_ZLIB", "zlib.h", "z", "return zlibVersion() == 0;"),
+    "lz4": ("KP_HAVE_LZ4", "lz4frame.h", "lz4", "return LZ4F_getVersion() == 0;"),
+    "zstd": ("KP_HAVE_ZSTD", "zstd.h", "zstd", "return ZSTD_versionNumber() == 0;"),
+    "snappy": ("KP_HAVE_SNAPPY", "snappy-c.h", "snappy", "return snappy_max_compressed_length(1) == 0;"),
+}
+CODEC_PACKAGES = {"gzip": "zlib1g-dev", "lz4": "liblz4-dev", "zstd": "libzstd-dev", "snappy": "libsnappy-dev"}
+
+
 class BuildExt(build_ext):
     """build_ext that checks the OpenSSL headers before compiling anything, so that a source
     build without them fails with one clear message instead of a compiler error deep in
-    csrc/kp_tls.c."""
+    csrc/kp_tls.c; and links the C codecs it finds into the extension that has
+    csrc/kp_compress.c."""
+
+    def _has_codec(self, name: str) -> bool:
+        """Compiles and links a program that calls the codec's library, with the compiler
+        and flags of this build (so a cross build probes its own target)."""
+        _, header, library, call = C_CODECS[name]
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, f"probe_{name}.c")
+            with open(src, "w") as f:
+                f.write(f"#include <{header}>\nint main(void) {{ {call} }}\n")
+            try:
+                objs = self.compiler.compile([src], output_dir=tmp, include_dirs=self.include_dirs)
+                self.compiler.link_executable(objs, os.path.join(tmp, "probe"), libraries=[library],
+                                              library_dirs=self.library_dirs)
+            except (CompileError, LinkError):
+                return False
+        return True
+
+    def _link_codecs(self, ext: Extension) -> None:
+        wanted = os.environ.get("KPRODUCER_C_CODECS", "").strip()
+        if wanted == "none":
+            return
+        required = {c.strip() for c in wanted.split(",") if c.strip()}
+        unknown = required - C_CODECS.keys()
+        if unknown:
+            raise PlatformError(f"KPRODUCER_C_CODECS: unknown codec(s) {', '.join(sorted(unknown))}; "
+                                f"expected some of {', '.join(C_CODECS)}, or none")
+        missing = []
+        for name, (macro, _, library, _) in C_CODECS.items():
+            if self._has_codec(name):
+                ext.define_macros.append((macro, "1"))
+                ext.libraries.append(library)
+            elif name in required:
+                missing.append(name)
+        if missing:
+            raise PlatformError(f"KPRODUCER_C_CODECS: no usable library for {', '.join(missing)} (install "
+                                f"{' '.join(CODEC_PACKAGES[m] for m in missing)}, Debian/Ubuntu)")
 
     def build_extensions(self):
+        for ext in self.extensions:
+            if "csrc/kp_compress.c" in ext.sources:
+                self._link_codecs(ext)
         compiler = getattr(self.compiler, "compiler_so", None)
         ssl_exts = [e for e in self.extensions if "ssl" in e.libraries]
         if compiler and ssl_exts:
@@ -78,8 +136,9 @@ def extension(name: str, *sources: str, libraries: tuple = ()) -> Extension:
 
 extensions = [
     extension("kproducer._codec", "kproducer/_codec.pyx", "csrc/kp_produce.c", *CSRC),
+    # The C codecs (kp_compress.c) are linked by BuildExt as it finds them.
     extension("kproducer._accumulator", "kproducer/_accumulator.pyx", "csrc/kp_turn.c", "csrc/kp_courier.c",
-              "csrc/kp_produce.c", *CSRC),
+              "csrc/kp_compress.c", "csrc/kp_produce.c", *CSRC),
     # TLS is OpenSSL 3 (Debian: libssl-dev to build, libssl3 to run).
     extension("kproducer._net", "kproducer/_net.pyx", "csrc/kp_selector.c", "csrc/kp_tls.c", "csrc/kp_buf.c",
               "csrc/kp_frame.c", libraries=("ssl", "crypto")),

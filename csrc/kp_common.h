@@ -57,6 +57,8 @@ typedef enum kp_status {
     /* protocol readers (kp_produce) */
     KP_ERR_NULL = 18,          /* a null (-1) length or count where the field is not nullable */
     KP_ERR_UTF8 = 19,          /* a string field is not valid UTF-8 */
+    /* compression (kp_compress) */
+    KP_ERR_CODEC = 20,         /* a codec not built in, or its library failed */
 } kp_status;
 
 /* Where a reader stopped: filled on failure, untouched on success. */

@@ -46,8 +46,10 @@
  *   takes at most one batch per partition, its chain's next one once its deadline passes
  *   (created + linger.ms, or 0 for a batch that is full or behind another; CLOCK_MONOTONIC
  *   µs), with the partition's next BaseSequence (the step's, then counted on). Sending seals
- *   it (kp_batch_writer.sealed: appends start a new batch) and finishes it (producer id,
- *   epoch, BaseSequence, the transactional bit, CRC).
+ *   it (kp_batch_writer.sealed: appends start a new batch), compresses its Records section
+ *   with the plan's codec (kp_compress.h; kp_batch_writer.compressed, so that nothing
+ *   compresses it twice) and finishes it (producer id, epoch, BaseSequence, the codec and
+ *   transactional bits, CRC).
  * - It does not race a sending application: the turn raised `pending` at the same deadline
  *   and that thread runs the step at its next send, so the courier first waits twice its
  *   interval between sends (KP_COURIER_WAIT_MIN_US..KP_COURIER_WAIT_MAX_US) and sends only if
@@ -151,6 +153,9 @@ typedef struct kp_courier_plan {
                                            transactional bit (borrowed, as client_id) */
     size_t transactional_id_len;
     size_t max_request_size;
+    int codec;                  /* KP_CODEC_*: the batches' Records sections are compressed as
+                                   they are sent (kp_compress.h; the codec must be built in) */
+    int level;                  /* the codec's level, resolved (compression.resolve_level) */
 } kp_courier_plan;
 
 /* Starts the courier's thread. KP_ERR_NOMEM, or KP_ERR_SYS with *sys_errno. */

@@ -84,6 +84,11 @@ cdef object kp_exception(kp_status st, const kp_error *err, str what, type exc=N
     if st == KP_ERR_OVERFLOW:
         return OverflowError(f"{prefix}: "
                              f"{detail or 'a length, count or timestamp delta does not fit its wire field'}")
+    if st == KP_ERR_CODEC:
+        # The C codecs (csrc/kp_compress.h): err.value is the library's own code.
+        code = err.value if err != NULL else 0
+        return (exc or CodecError)(f"{prefix}: {detail or 'the codec failed'}"
+                                   + (f" (library code {code})" if code else ""))
     if st == KP_ERR_ADDRESS:
         return ValueError(f"{prefix}: not a numeric IPv4/IPv6 address "
                           f"(resolve host names with socket.getaddrinfo first)")

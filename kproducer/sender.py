@@ -22,8 +22,10 @@ Compiled, without the GIL:
     it as it ends (:meth:`_arm_courier`); the next *takes* what it did as it begins
     (:meth:`_take_courier_sends`: in-flight requests and batches, as if that step had sent
     them, the answered ones settled in order). Anything but an acknowledgement is left to
-    the step. Uncompressed, any acks (with acks=0 a request is done once written), plaintext
-    or TLS; in a transaction, only to the partitions it has added, while it is open.
+    the step. Uncompressed or compressed in C (csrc/kp_compress.c: the codecs whose system
+    library the build linked, ``courier_codecs()``), any acks (with acks=0 a request is done
+    once written), plaintext or TLS; in a transaction, only to the partitions it has added,
+    while it is open.
 Python, one *step* at a time under the step lock (:meth:`_step`): ``poll(0)``, which reads
 and completes batches (one settlement per batch, its callbacks) -> ready -> drain -> one
 Produce request per broker -> ``poll(0)``, which writes them -- and the policy: retries,
@@ -62,7 +64,7 @@ import logging
 import threading
 from collections import defaultdict
 
-from kproducer._accumulator import SenderTurn, batch_from_records
+from kproducer._accumulator import SenderTurn, batch_from_records, courier_codecs
 from kproducer.codec import decode_batch
 from kproducer.coordinator import CoordinatorRequests
 from kproducer.errors import KafkaError, KafkaTimeoutError, NetworkError
@@ -146,11 +148,13 @@ class Sender:
         # event loop left past its grace, so that a loop that stopped can be let go.
         self.before_io_step = None
         self._thread = threading.Thread(target=self._run, name="kproducer-network-thread", daemon=True)
-        # The courier (csrc/kp_courier.h) writes the requests of uncompressed batches; the
-        # steps write everything else.
+        # The courier (csrc/kp_courier.h) writes the requests of batches it can compress in
+        # C (uncompressed, or a codec this build linked: courier_codecs); the steps write
+        # everything else.
         selector = client.selector
         self._courier_io = None
-        if config.compression_type == "none" and hasattr(selector, "courier_io"):
+        if (config.compression_type == "none" or config.compression_type in courier_codecs()) \
+                and hasattr(selector, "courier_io"):
             self._courier_io = selector.courier_io()
         self._client_id = None if self._courier_io is None or client.client_id is None \
             else client.client_id.encode()
@@ -344,8 +348,8 @@ class Sender:
         begins, the queued batches of the nodes whose connections can take a request now, as
         they become sendable and max.in.flight allows, reading the responses to what is in
         flight (with acks=0 it reads nothing: its requests are done once written). Not with
-        compression (the step does that), nor while a producer id is wanted or the producer
-        closes; in a transaction, only to the partitions it has added, and only while it is
+        a codec this build has not in C (the step compresses those), nor while a producer id
+        is wanted or the producer closes; in a transaction, only to the partitions it has added, and only while it is
         open."""
         if self._courier_io is None or not self.running or self.force_close:
             return

@@ -7,6 +7,7 @@ the application holds the GIL (a long switch interval: no other Python thread ru
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import time
@@ -14,7 +15,7 @@ import time
 import pytest
 
 from kproducer import Producer
-from kproducer._accumulator import RecordAccumulator
+from kproducer._accumulator import RecordAccumulator, courier_codecs
 from kproducer._net import Selector
 from kproducer._reference import decode_batch
 from kproducer.errors import TransactionAbortedError
@@ -137,6 +138,29 @@ def test_the_courier_writes_a_lingering_batch_at_its_deadline(link):
     # Written whole but not settled (it sent nothing after it): the selector reports it sent
     # at its next poll.
     assert not whole and sel.poll(0).sent == [0]
+
+
+@pytest.mark.parametrize("codec", sorted(courier_codecs()))
+def test_the_courier_compresses_a_batch_once_and_the_step_keeps_it(link, codec):
+    """A compressing producer's batch: the courier compresses its Records section in C and
+    sets the codec's bits (any reader decompresses it: here the Python codecs); the step that
+    takes it over closes it without compressing it again. One record of random bytes makes
+    the section incompressible, so it outgrows the bytes the batch was charged for."""
+    sel, conn = link
+    acc = RecordAccumulator(batch_size=4000, linger_ms=LINGER_MS, compression=codec)
+    acc.set_partition_count("t", 2)
+    acc.arm_courier(sel.courier_io(), {7: node(10)}, LEADERS, None, {("t", 0): 0},
+                    1000, 2, -1, 30000, None)
+    values = [b"x" * 200] * 5 + [os.urandom(1500)]
+    for i, v in enumerate(values):
+        acc.append("t", 0, b"%d" % i, v, 1_700_000_000_000 + i, None, None)
+    _, _, _, _, parts = _parse_produce_v3(_recv_frame(conn))
+    batch = decode_batch(parts[("t", 0)])
+    assert batch.compression == codec
+    assert [(r.key, r.value) for r in batch.records] == [(b"%d" % i, v) for i, v in enumerate(values)]
+    [(_, _, _, _, _, [b], _)] = acc.take_courier_sends(0)
+    b.close()
+    assert bytes(b) == parts[("t", 0)]          # compressed once, as sent
 
 
 def test_one_request_per_node_with_every_due_partition(link):
@@ -332,6 +356,26 @@ def test_a_busy_application_does_not_hold_back_a_lingering_batch(broker, gil_hel
     got = read_back(broker.bootstrap, "courier", partitions=[1])
     assert [(m.key, m.value) for m in got[1]] == [(b"k", b"one"), (b"k", b"two")]
 
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("codec", sorted(courier_codecs()))
+def test_a_busy_application_does_not_hold_back_a_compressed_batch(broker, gil_held, codec):
+    """With compression too: the courier compresses the lingering batch in C while the
+    application computes; confluent-kafka's consumer reads it back."""
+    topic = f"courier-{codec}"
+    broker.create_topic(topic, 2)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=LINGER_MS, compression_type=codec) as p:
+        p.send(topic, b"warm", partition=0).result(10)
+        _wait_armed(p)
+        sent = p._acc.courier_sent
+        futures = [p.send(topic, b"%d" % i * 50, key=b"k", partition=1) for i in range(20)]
+        assert _compute_until(lambda: p._acc.courier_sent > sent, timeout=2.0)
+        assert not futures[0].done()            # completed by a step: the GIL was never let go
+        offsets = [f.result(10).offset for f in futures]
+        assert offsets == list(range(offsets[0], offsets[0] + 20))
+    got = read_back(broker.bootstrap, topic, partitions=[1])
+    assert [(m.key, m.value) for m in got[1]] == [(b"k", b"%d" % i * 50) for i in range(20)]
 
 
 @pytest.mark.timeout(60)

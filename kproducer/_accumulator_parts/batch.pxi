@@ -101,7 +101,7 @@ cdef class ProducerBatch:
         # The compressed section may outgrow what the pool was charged for (incompressible
         # data gains the codec's framing): it is replaced in place, uncharged, as before.
         self.w.buf.fixed = 0
-        if self.codec != 0 and self.w.count:
+        if self.codec != 0 and self.w.count and not self.w.compressed:
             section = memoryview(<char[:self.w.buf.len - KP_BATCH_HEADER_SIZE]>(
                 <char *>self.w.buf.data + KP_BATCH_HEADER_SIZE))
             compressed = _compression.compress(self.codec, section, self.level)

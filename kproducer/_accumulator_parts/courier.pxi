@@ -141,6 +141,8 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
         plan.transactional_id_len = <size_t>PyBytes_GET_SIZE(transactional_id)
     acc._courier_txn_id = transactional_id  # the same
     plan.max_request_size = <size_t>acc.max_request_size
+    plan.codec = acc.codec
+    plan.level = 0 if acc.level is None else <int>acc.level
     if kp_courier_arm(c, &plan) != KP_OK:
         kp_courier_reset(c)     # no memory for the scratch: the steps send everything
     return 0

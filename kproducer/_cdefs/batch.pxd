@@ -24,6 +24,7 @@ cdef extern from "kp_batch.h" nogil:
         int64_t max_timestamp
         int32_t count
         int32_t sealed
+        int32_t compressed
 
     kp_status kp_batch_init(kp_batch_writer *w, size_t initial_cap)
     kp_status kp_batch_init_external(kp_batch_writer *w, uint8_t *data, size_t cap)

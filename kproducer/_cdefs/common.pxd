@@ -24,6 +24,7 @@ cdef extern from "kp_common.h" nogil:
         KP_ERR_TLS
         KP_ERR_NULL
         KP_ERR_UTF8
+        KP_ERR_CODEC
 
     ctypedef struct kp_error:
         const char *field

@@ -67,6 +67,8 @@ cdef extern from "kp_courier.h" nogil:
         const uint8_t *transactional_id
         size_t transactional_id_len
         size_t max_request_size
+        int codec
+        int level
 
     kp_status kp_courier_new(kp_courier **out, int *sys_errno)
     void kp_courier_free(kp_courier *c)
