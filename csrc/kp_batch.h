@@ -82,9 +82,9 @@ typedef struct kp_batch_writer {
     int64_t base_timestamp;
     int64_t max_timestamp;
     int32_t count;
-    int32_t sealed;          /* no more appends: kp_courier sent it (its owner's flag) */
-    int32_t compressed;      /* no more appends: kp_courier compressed its Records section
-                                (closing it does not compress again) */
+    int32_t sealed;          /* no more appends: kp_courier sends it (its owner's flag) */
+    int32_t compressed;      /* kp_courier compressed its Records section (closing it does
+                                not compress again) */
 } kp_batch_writer;
 
 /* Starts a batch: reserves the 61-byte header placeholder (and initial_cap total). */

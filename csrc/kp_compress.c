@@ -87,12 +87,14 @@ void kp_compressor_free(kp_compressor *z)
     free(z);
 }
 
+#if KP_HAVE_ZLIB || KP_HAVE_LZ4 || KP_HAVE_ZSTD || KP_HAVE_SNAPPY
 /* z->out with room for `bound` bytes, emptied. */
 static kp_status out_room(kp_compressor *z, size_t bound)
 {
     z->out.len = 0;
     return kp_buf_reserve(&z->out, bound);
 }
+#endif
 
 #if KP_HAVE_ZLIB
 static kp_status gzip_compress(kp_compressor *z, int level, const uint8_t *src, size_t n,

@@ -48,6 +48,8 @@ struct kp_courier {
     kp_produce_result *results;
     size_t cap_results;
     kp_compressor *z;           /* the plan's codec's contexts (NULL until a plan has one) */
+    int compressing;            /* compressing without mu (compress_chosen): a reset waits */
+    pthread_cond_t idle;        /* signalled when it stops compressing */
     struct pollfd *pfds;        /* the wake_fd, then a node's connection each; the thread's
                                    own (it sleeps in ppoll on them without mu) */
     size_t cap_pfds;
@@ -142,33 +144,48 @@ static int node_can_send(kp_courier *c, int32_t n, int *writing)
     return 0;
 }
 
-/* With mu held: w's Records section compressed in place with the plan's codec, once (a batch
- * compressed for a request that could not be written is sent compressed by the next step).
- * 1, or 0 (the codec failed, or no memory: the batch is as it was). Under the lock, as every
- * send: an application appending to another partition waits meanwhile (tens of µs for a
- * 16 KiB batch with lz4, zstd or snappy; gzip is slower). */
-static int compress_batch(kp_courier *c, kp_batch_writer *w)
+/* With mu held, let go while compressing: the Records section of each chosen batch compressed
+ * with the plan's codec, once. 1 if the request may go on: every batch compressed, and the
+ * courier still armed.
+ * Why without mu: lz4's and gzip's default levels take hundreds of µs for a 16 KiB batch, and
+ * an application thread that waits that long for the accumulator's lock lets the GIL go
+ * (LOCK_SPIN_US), which costs it a switch interval to get back. So the batches are sealed
+ * first (no append touches them), and a step that begins meanwhile waits in kp_courier_reset
+ * until the courier is done with them; it disarms the courier first, so that the courier
+ * writes nothing the step's take did not see. */
+static int compress_chosen(kp_courier *c, size_t n_chosen)
 {
-    const kp_courier_plan *pl = &c->plan;
-    if (pl->codec == KP_CODEC_NONE || w->compressed || w->count == 0)
-        return 1;
-    const uint8_t *out = NULL;
-    size_t len = 0;
-    int64_t lib_code = 0;
-    if (kp_compress(c->z, pl->codec, pl->level, w->buf.data + KP_BATCH_HEADER_SIZE,
-                    w->buf.len - KP_BATCH_HEADER_SIZE, &out, &len, &lib_code) != KP_OK)
-        return 0;
-    /* Incompressible records gain the codec's framing: the section may outgrow what the
-     * pool was charged for, and grows uncharged, as when a step closes the batch. Growing
-     * first leaves the records in place if there is no memory. */
-    w->buf.fixed = 0;
-    if (KP_BATCH_HEADER_SIZE + len > w->buf.len &&
-        kp_buf_reserve(&w->buf, KP_BATCH_HEADER_SIZE + len - w->buf.len) != KP_OK)
-        return 0;
-    if (kp_batch_replace_records(w, out, len) != KP_OK)
-        return 0;   /* not reached: the room is there */
-    w->compressed = 1;
-    return 1;
+    int codec = c->plan.codec, level = c->plan.level;
+    for (size_t k = 0; k < n_chosen; k++)
+        c->batches[c->chosen[k]].batch->sealed = 1;
+    c->compressing = 1;
+    int ok = 1;
+    for (size_t k = 0; k < n_chosen && ok; k++) {
+        /* The batch array may grow meanwhile (appends offer new batches): by index. */
+        kp_batch_writer *w = c->batches[c->chosen[k]].batch;
+        if (w->compressed || w->count == 0)
+            continue;
+        const uint8_t *out = NULL;
+        size_t len = 0;
+        int64_t lib_code = 0;
+        pthread_mutex_unlock(&c->mu);
+        kp_status st = kp_compress(c->z, codec, level, w->buf.data + KP_BATCH_HEADER_SIZE,
+                                   w->buf.len - KP_BATCH_HEADER_SIZE, &out, &len, &lib_code);
+        pthread_mutex_lock(&c->mu);
+        /* Incompressible records gain the codec's framing: the section may outgrow what the
+         * pool was charged for, and grows uncharged, as when a step closes the batch. Growing
+         * first leaves the records in place if there is no memory. */
+        w->buf.fixed = 0;
+        ok = st == KP_OK &&
+             (KP_BATCH_HEADER_SIZE + len <= w->buf.len ||
+              kp_buf_reserve(&w->buf, KP_BATCH_HEADER_SIZE + len - w->buf.len) == KP_OK) &&
+             kp_batch_replace_records(w, out, len) == KP_OK;
+        if (ok)
+            w->compressed = 1;
+    }
+    c->compressing = 0;
+    pthread_cond_broadcast(&c->idle);
+    return ok && c->armed;
 }
 
 /* With mu held: one Produce request to node n holding the next batch of each of its
@@ -179,6 +196,8 @@ static int send_node(kp_courier *c, int32_t n, int64_t now)
     kp_courier_node *node = &c->nodes[n];
     const kp_courier_plan *pl = &c->plan;
     size_t n_chosen = 0, total = 0;
+    if (!c->armed)
+        return 0;           /* a step began while it compressed for another node */
     for (size_t i = 0; i < c->n_parts; i++) {
         kp_courier_part *p = &c->parts[i];
         if (p->node != n || p->head < 0)
@@ -201,14 +220,16 @@ static int send_node(kp_courier *c, int32_t n, int64_t now)
     /* From here on a failure leaves the node to the next step, which finishes the batches
      * again and reports what is wrong; the courier sends it nothing more. */
     node->stopped = 1;
+    if (pl->codec != KP_CODEC_NONE && !compress_chosen(c, n_chosen))
+        return 0;
+    node = &c->nodes[n];    /* (unchanged: only a reset changes the nodes, after the wait) */
     size_t n_topics = 0;
     for (size_t k = 0; k < n_chosen; k++) {
         kp_courier_batch *b = &c->batches[c->chosen[k]];
         kp_courier_part *p = &c->parts[b->part];
         int32_t seq = pl->producer_id >= 0 ? p->next_sequence : -1;
         int16_t attributes = (int16_t)(pl->codec | (pl->transactional_id != NULL ? KP_ATTR_TRANSACTIONAL : 0));
-        if (!compress_batch(c, b->batch) ||
-            kp_batch_finish(b->batch, attributes, pl->producer_id, pl->producer_epoch, seq) != KP_OK)
+        if (kp_batch_finish(b->batch, attributes, pl->producer_id, pl->producer_epoch, seq) != KP_OK)
             return 0;
         b->base_sequence = seq;
         c->req_parts[k].index = p->partition;
@@ -570,9 +591,11 @@ kp_status kp_courier_new(kp_courier **out, int *sys_errno)
         return KP_ERR_SYS;
     }
     pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->idle, NULL);
     int rc = pthread_create(&c->thread, NULL, run, c);
     if (rc != 0) {
         if (sys_errno) *sys_errno = rc;
+        pthread_cond_destroy(&c->idle);
         pthread_mutex_destroy(&c->mu);
         close(c->wake_fd);
         free(c->pfds);
@@ -594,6 +617,7 @@ void kp_courier_free(kp_courier *c)
     wake(c);                /* whatever it is doing: it looks at stop before it sleeps */
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->thread, NULL);
+    pthread_cond_destroy(&c->idle);
     pthread_mutex_destroy(&c->mu);
     close(c->wake_fd);
     free(c->nodes);
@@ -640,6 +664,8 @@ int kp_courier_trylock_spin(kp_courier *c, int64_t spin_us)
 void kp_courier_reset(kp_courier *c)
 {
     c->armed = 0;
+    while (c->compressing)      /* batches of the plan, without mu (compress_chosen) */
+        pthread_cond_wait(&c->idle, &c->mu);
     c->n_nodes = 0;
     c->n_priors = 0;
     c->n_requests = 0;

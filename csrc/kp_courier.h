@@ -13,7 +13,8 @@
  * Contract (the steady state between two steps, set up by the step that ended last)
  * - The courier's mutex is the accumulator's lock: appends hold it, and so does the courier
  *   from sealing a batch to writing its request, so no record is appended to a batch being
- *   sent.
+ *   sent; except while it compresses the sealed batches of a request, which a step that
+ *   begins meanwhile waits for (kp_courier_reset).
  * - A step *arms* the courier as it ends (kp_courier_reset, add_node, add_part, offer,
  *   kp_courier_arm, all with the lock held) and takes what it did as the next step begins
  *   (kp_courier_nodes / requests / parts / batches, then kp_courier_reset). Between reset and
@@ -173,7 +174,8 @@ void kp_courier_lock(kp_courier *c);
 int kp_courier_trylock_spin(kp_courier *c, int64_t spin_us);
 void kp_courier_unlock(kp_courier *c);
 
-/* With the lock held. Disarms the courier and forgets the plan. */
+/* With the lock held. Disarms the courier and forgets the plan; while the courier compresses
+ * batches of the plan, waits for it first, the lock let go (it then writes nothing more). */
 void kp_courier_reset(kp_courier *c);
 /* Adds a node / a partition to the next plan: its index, or -1 (no memory, or arguments out
  * of range: the plan is smaller, nothing else changes). */

@@ -130,9 +130,12 @@ def test_sanitizer_build_runs_codec_tests_clean(tmp_path):
 C_UNIT_DEPS = {
     "crc32c": [],
     "produce": [],
-    # The courier with a fake selector: batches, the Produce encoder, the turn's counters.
-    "courier": ["produce", "batch", "buf", "crc32c", "turn"],
+    # The courier with a fake selector: batches, the Produce encoder, the turn's counters, the
+    # C codecs (gzip: zlib, which .ci/run installs with the other codecs' headers).
+    "courier": ["produce", "batch", "buf", "crc32c", "turn", "compress"],
 }
+# (defines, libraries) of a plain-C test.
+C_UNIT_LIBS = {"courier": (["-DKP_HAVE_ZLIB=1"], ["-lz"])}
 
 
 @pytest.mark.parametrize("flags", [[], SANITIZE], ids=["plain", "asan-ubsan"])
@@ -140,7 +143,8 @@ C_UNIT_DEPS = {
 def test_c_unit_tests(tmp_path, flags, unit):
     exe = tmp_path / f"test_{unit}"
     sources = [str(ROOT / f"csrc/kp_{name}.c") for name in (unit, *C_UNIT_DEPS[unit])]
-    _run(["gcc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", *flags, f"-I{ROOT / 'csrc'}",
-          *sources, str(ROOT / f"csrc/tests/test_{unit}.c"), "-pthread", "-o", str(exe)])
+    defines, libraries = C_UNIT_LIBS.get(unit, ([], []))
+    _run(["gcc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", *flags, *defines, f"-I{ROOT / 'csrc'}",
+          *sources, str(ROOT / f"csrc/tests/test_{unit}.c"), "-pthread", *libraries, "-o", str(exe)])
     out = _run([str(exe)]).stdout
     assert " 0 failures" in out and f"test_{unit}:" in out

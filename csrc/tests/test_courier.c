@@ -1,9 +1,9 @@
 /* test_courier.c - standalone test for kp_courier (no Python, no framework).
  *
  * Build and run from the repo root:
- *   gcc -O2 -Wall -Wextra -std=c11 -Icsrc csrc/kp_courier.c csrc/kp_produce.c csrc/kp_batch.c \
- *       csrc/kp_buf.c csrc/kp_crc32c.c csrc/kp_turn.c csrc/tests/test_courier.c -pthread \
- *       -o /tmp/test_courier && /tmp/test_courier
+ *   gcc -O2 -Wall -Wextra -std=c11 -Icsrc -DKP_HAVE_ZLIB=1 csrc/kp_courier.c csrc/kp_produce.c \
+ *       csrc/kp_batch.c csrc/kp_buf.c csrc/kp_crc32c.c csrc/kp_turn.c csrc/kp_compress.c \
+ *       csrc/tests/test_courier.c -pthread -lz -o /tmp/test_courier && /tmp/test_courier
  * (add -fsanitize=address,undefined -g for the sanitizer run, as tests/test_build.py does)
  *
  * The selector is a fake behind kp_selector_fns that keeps what the courier stages and hands
@@ -12,7 +12,8 @@
  * finished with the plan's producer id, epoch and sequence (CRC valid) and sealed; a
  * transactional plan's request and batch; a response read and settled makes room for the
  * next request, an error response is left to the step; with acks=0 a request is done once
- * written and nothing is read; a due batch is left to an application that keeps sending,
+ * written and nothing is read; a compressing plan compresses a batch once, even across a
+ * failed send (gzip, when built with zlib); a due batch is left to an application that keeps sending,
  * with fewer and fewer looks, and sent once it stops; a node that is not connected or still
  * writing gets nothing and is not looked at again (no spin); a plan reset before the deadline
  * sends nothing; the spinning trylock gives up on a held lock after its time.
@@ -21,6 +22,9 @@
 #include "kp_courier.h"
 #include "kp_test.h"
 
+#if KP_HAVE_ZLIB
+#include <zlib.h>
+#endif
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -31,6 +35,7 @@
 static struct {
     pthread_mutex_t mu;
     int connected, sending, sends, flushes, settles, wakeups;
+    int fail_sends;             /* send fails (KP_ERR_NOMEM), as with no memory for the frame */
     int32_t conn_id;
     uint8_t frame[4096];        /* the last request staged */
     size_t len;
@@ -40,7 +45,7 @@ static struct {
     size_t kept_len[4];
     int n_kept;
     int pipe[2];
-} fake = {PTHREAD_MUTEX_INITIALIZER, 1, 0, 0, 0, 0, 0, -1, {0}, 0, {{0}}, {0}, 0, {-1, -1}};
+} fake = {PTHREAD_MUTEX_INITIALIZER, 1, 0, 0, 0, 0, 0, 0, -1, {0}, 0, {{0}}, {0}, 0, {-1, -1}};
 
 static kp_status fake_send(kp_selector *s, int32_t id, const uint8_t *data, size_t len)
 {
@@ -48,7 +53,7 @@ static kp_status fake_send(kp_selector *s, int32_t id, const uint8_t *data, size
     pthread_mutex_lock(&fake.mu);
     kp_status st = KP_OK;
     if (fake.sending) st = KP_ERR_BUSY;
-    else if (len > sizeof fake.frame) st = KP_ERR_NOMEM;
+    else if (len > sizeof fake.frame || fake.fail_sends) st = KP_ERR_NOMEM;
     else {
         memcpy(fake.frame, data, len);
         fake.len = len;
@@ -158,7 +163,7 @@ static void fake_reset(int connected, int sending)
     pthread_mutex_lock(&fake.mu);
     fake.connected = connected;
     fake.sending = sending;
-    fake.sends = fake.flushes = fake.settles = fake.wakeups = 0;
+    fake.sends = fake.flushes = fake.settles = fake.wakeups = fake.fail_sends = 0;
     fake.len = 0;
     fake.conn_id = -1;
     fake.n_kept = 0;
@@ -209,6 +214,7 @@ static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | p[1] << 1
 static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 
 static const kp_turn *plan_turn;   /* the plan's turn (an application that sends), or NULL */
+static int plan_codec;              /* the plan's codec (KP_CODEC_NONE but in one test) */
 
 /* Arms c with one node (id 5, connection 3, Produce v3, correlation ids from 77,
  * max_in_flight, and the step's Produce v3 request prior_cid in flight unless it is -1) and
@@ -223,7 +229,7 @@ static void arm_acks(kp_courier *c, kp_batch_writer *w, int n_batches, int64_t d
         .producer_epoch = 2, .acks = acks, .timeout_ms = 30000,
         .client_id = (const uint8_t *)"cid", .client_id_len = 3,
         .transactional_id = (const uint8_t *)txn_id, .transactional_id_len = txn_id ? strlen(txn_id) : 0,
-        .max_request_size = 1 << 20,
+        .max_request_size = 1 << 20, .codec = plan_codec, .level = 6,
     };
     kp_courier_lock(c);
     kp_courier_reset(c);
@@ -485,6 +491,117 @@ static void test_acks0(void)
     free_with_batches(c, w);
 }
 
+/* gzip (when the build has zlib): the courier compresses the batch as it sends it, once. A
+ * send that fails leaves it compressed and closed to appends; the next arming sends it as it
+ * is, with the codec's bits. Without zlib, a gzip plan is refused. */
+static void test_compressed_once(void)
+{
+    kp_courier *c;
+    kp_batch_writer w;
+    CHECK(kp_courier_new(&c, NULL) == KP_OK, "new");
+    CHECK(kp_batch_init(&w, 256) == KP_OK, "batch init");
+    for (int i = 0; i < 20; i++)
+        CHECK(kp_batch_append(&w, 1700000000000, (const uint8_t *)"k", 1,
+                              (const uint8_t *)"vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv", 40, NULL, 0)
+              == KP_OK, "append");
+    fake_reset(1, 0);
+    plan_codec = KP_CODEC_GZIP;
+#if KP_HAVE_ZLIB
+    size_t plain_len = w.buf.len - KP_BATCH_HEADER_SIZE;
+    uint8_t plain[2048];
+    CHECK(plain_len <= sizeof plain, "the records fit the test's buffer");
+    memcpy(plain, w.buf.data + KP_BATCH_HEADER_SIZE, plain_len);
+    pthread_mutex_lock(&fake.mu);
+    fake.fail_sends = 1;
+    pthread_mutex_unlock(&fake.mu);
+    arm_one(c, &w, now_us());
+    CHECK(wait_used(c) == -1 && fake_sends() == 0, "a failed send stops the node");
+    CHECK(w.compressed && w.sealed && w.buf.len - KP_BATCH_HEADER_SIZE < plain_len,
+          "compressed (%zu of %zu bytes), closed to appends", w.buf.len - KP_BATCH_HEADER_SIZE, plain_len);
+    size_t packed_len = w.buf.len - KP_BATCH_HEADER_SIZE;
+    uint8_t packed[2048];
+    memcpy(packed, w.buf.data + KP_BATCH_HEADER_SIZE, packed_len);
+    kp_courier_lock(c);
+    kp_courier_reset(c);
+    kp_courier_unlock(c);
+    pthread_mutex_lock(&fake.mu);
+    fake.fail_sends = 0;
+    pthread_mutex_unlock(&fake.mu);
+    arm_one(c, &w, now_us());
+    CHECK(wait_used(c) == 1 && w.sealed, "sent the second time");
+    CHECK(w.buf.len - KP_BATCH_HEADER_SIZE == packed_len &&
+          memcmp(w.buf.data + KP_BATCH_HEADER_SIZE, packed, packed_len) == 0, "not compressed again");
+    kp_batch_info info;
+    kp_error err;
+    CHECK(kp_batch_read_header(fake.frame + 44, w.buf.len, &info, &err) == KP_OK
+          && (info.attributes & KP_ATTR_COMPRESSION_MASK) == KP_CODEC_GZIP && info.records_count == 20,
+          "the batch as sent: gzip's bits, under its CRC");
+    uint8_t back[2048];
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    CHECK(inflateInit2(&zs, 15 + 16) == Z_OK, "inflate init");
+    zs.next_in = (Bytef *)(uintptr_t)info.records;
+    zs.avail_in = (uInt)info.records_len;
+    zs.next_out = back;
+    zs.avail_out = sizeof back;
+    CHECK(inflate(&zs, Z_FINISH) == Z_STREAM_END && zs.total_out == plain_len &&
+          memcmp(back, plain, plain_len) == 0, "a gzip member of the records");
+    inflateEnd(&zs);
+    kp_courier_lock(c);
+    kp_courier_reset(c);
+    kp_courier_unlock(c);
+#else
+    kp_courier_plan plan = {.io = &fns, .codec = KP_CODEC_GZIP, .level = 6, .acks = -1};
+    kp_courier_lock(c);
+    kp_courier_reset(c);
+    CHECK(kp_courier_arm(c, &plan) == KP_ERR_CODEC && !kp_courier_armed(c), "a codec not built in");
+    kp_courier_unlock(c);
+#endif
+    plan_codec = KP_CODEC_NONE;
+    kp_courier_free(c);
+    kp_batch_free(&w);
+}
+
+/* A step that begins while the courier compresses (without the lock) waits in the reset for
+ * the batch to be compressed, and the courier writes nothing after that: the step's take had
+ * not seen a request. (gzip of 2 MB: milliseconds, long enough to be caught at it.) */
+static void test_a_reset_waits_for_the_compression(void)
+{
+#if KP_HAVE_ZLIB
+    kp_courier *c;
+    kp_batch_writer w;
+    static uint8_t value[1000];
+    memset(value, 'v', sizeof value);
+    CHECK(kp_courier_new(&c, NULL) == KP_OK, "new");
+    CHECK(kp_batch_init(&w, 256) == KP_OK, "batch init");
+    kp_status st = KP_OK;
+    for (int i = 0; i < 2000 && st == KP_OK; i++)
+        st = kp_batch_append(&w, 1700000000000, (const uint8_t *)"k", 1, value, sizeof value, NULL, 0);
+    CHECK(st == KP_OK, "append");
+    fake_reset(1, 0);
+    plan_codec = KP_CODEC_GZIP;
+    arm_one(c, &w, now_us());
+    int caught = 0;
+    int64_t deadline = now_us() + 5000000;
+    while (!caught && now_us() < deadline) {
+        kp_courier_lock(c);
+        if (w.sealed && !w.compressed) {
+            /* The courier is compressing: it sets compressed under the lock when done. */
+            caught = 1;
+            kp_courier_reset(c);
+            CHECK(w.compressed && !kp_courier_armed(c), "the reset returned before the batch was compressed");
+        }
+        kp_courier_unlock(c);
+    }
+    CHECK(caught, "never caught the courier compressing");
+    usleep(20000);
+    CHECK(fake_sends() == 0 && kp_courier_sent(c) == 0, "it wrote the request after the reset");
+    plan_codec = KP_CODEC_NONE;
+    kp_courier_free(c);
+    kp_batch_free(&w);
+#endif
+}
+
 static volatile int touching;
 
 static void *touch_turn(void *arg)
@@ -592,6 +709,8 @@ int main(void)
     test_transactional();
     test_reads_and_goes_on();
     test_acks0();
+    test_compressed_once();
+    test_a_reset_waits_for_the_compression();
     test_a_sending_application_is_left_the_steps();
     test_a_node_that_cannot_take_it(0, 0);
     test_a_node_that_cannot_take_it(1, 1);

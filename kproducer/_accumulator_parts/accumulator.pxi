@@ -345,9 +345,9 @@ cdef class RecordAccumulator:
         cdef kp_status kst
         if b is None:
             return NO_BATCH
-        if b.w.sealed or b.w.compressed:
-            # The courier sent it (the next step takes it out of the queue), or compressed it
-            # and could not send it (the next step drains it).
+        if b.w.sealed:
+            # The courier sent it (the next step takes it out of the queue), or is compressing
+            # it to send it, or compressed it and could not (the next step drains it).
             st.open_batches[p] = None
             return NO_BATCH
         kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
