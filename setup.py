@@ -44,17 +44,18 @@ class BuildExt(build_ext):
     csrc/kp_compress.c."""
 
     def _has_codec(self, name: str) -> bool:
-        """Compiles and links a program that calls the codec's library, with the compiler
-        and flags of this build (so a cross build probes its own target)."""
+        """Compiles a call into the codec's library and links it as the extension is linked
+        (a shared object, with LDFLAGS), with the compiler and flags of this build: a cross
+        build probes its own target."""
         _, header, library, call = C_CODECS[name]
         with tempfile.TemporaryDirectory() as tmp:
             src = os.path.join(tmp, f"probe_{name}.c")
             with open(src, "w") as f:
-                f.write(f"#include <{header}>\nint main(void) {{ {call} }}\n")
+                f.write(f"#include <{header}>\nint kp_probe(void) {{ {call} }}\n")
             try:
                 objs = self.compiler.compile([src], output_dir=tmp, include_dirs=self.include_dirs)
-                self.compiler.link_executable(objs, os.path.join(tmp, "probe"), libraries=[library],
-                                              library_dirs=self.library_dirs)
+                self.compiler.link_shared_object(objs, os.path.join(tmp, "probe.so"), libraries=[library],
+                                                 library_dirs=self.library_dirs)
             except (CompileError, LinkError):
                 return False
         return True

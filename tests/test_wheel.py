@@ -302,6 +302,17 @@ def test_kproducer_is_the_installed_wheel():
     prefix = os.path.realpath(sys.prefix) + os.sep
     for module in (kproducer, kproducer._net, kproducer._codec, kproducer._accumulator):
         assert os.path.realpath(module.__file__).startswith(prefix), module.__file__
+
+
+def test_the_wheel_s_courier_compresses_with_the_codecs_inside_it():
+    """scripts/build_wheel.sh links zlib, lz4 and zstd statically into _accumulator."""
+    from kproducer import compression
+    assert kproducer._accumulator.courier_codecs() >= {"gzip", "lz4", "zstd"}
+    data = b"".join(b"%d:%x;" % (i, i * 7919) for i in range(5000))
+    for name in ("gzip", "lz4", "zstd"):
+        packed = kproducer._accumulator.c_compress(name, data)
+        assert len(packed) < len(data) // 2
+        assert compression.decompress(compression.CODEC_IDS[name], packed) == data
 '''
 
 
