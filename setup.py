@@ -15,12 +15,10 @@ import os
 import subprocess
 import tempfile
 
-from setuptools.errors import CompileError, LinkError
-
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
-from setuptools.errors import PlatformError
+from setuptools.errors import CompileError, LinkError, PlatformError
 
 OPENSSL_HINT = ("install libssl-dev (Debian/Ubuntu) or openssl-devel (RHEL/Fedora), or set "
                 "CFLAGS=-I<openssl>/include and LDFLAGS=-L<openssl>/lib for an OpenSSL 3 of your own; "
@@ -72,8 +70,9 @@ class BuildExt(build_ext):
         missing = []
         for name, (macro, _, library, _) in C_CODECS.items():
             if self._has_codec(name):
-                ext.define_macros.append((macro, "1"))
-                ext.libraries.append(library)
+                # New lists: the extensions share their macro list (extension()).
+                ext.define_macros = [*ext.define_macros, (macro, "1")]
+                ext.libraries = [*ext.libraries, library]
             elif name in required:
                 missing.append(name)
         if missing:

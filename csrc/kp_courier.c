@@ -779,6 +779,7 @@ kp_status kp_courier_arm(kp_courier *c, const kp_courier_plan *plan)
 }
 
 int kp_courier_armed(const kp_courier *c) { return c->armed; }
+int kp_courier_compressing(const kp_courier *c) { return c->compressing; }
 
 const kp_courier_node *kp_courier_nodes(const kp_courier *c, size_t *n)
 {

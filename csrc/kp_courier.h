@@ -197,6 +197,11 @@ void kp_courier_offer(kp_courier *c, int32_t part, kp_batch_writer *batch, void 
 kp_status kp_courier_arm(kp_courier *c, const kp_courier_plan *plan);
 /* 1 while armed. */
 int kp_courier_armed(const kp_courier *c);
+/* With the lock held: 1 while the courier compresses batches without it, so that a reset
+ * would wait. A thread that holds the GIL lets it go first (another thread may be waiting
+ * for the lock without the GIL: it takes the lock while the reset waits, and needs the GIL
+ * to give it back). */
+int kp_courier_compressing(const kp_courier *c);
 
 /* With the lock held, after the courier was armed: the plan (the step reads what was sent
  * and answered), valid until the next reset. */

@@ -349,8 +349,8 @@ class Sender:
         they become sendable and max.in.flight allows, reading the responses to what is in
         flight (with acks=0 it reads nothing: its requests are done once written). Not with
         a codec this build has not in C (the step compresses those), nor while a producer id
-        is wanted or the producer closes; in a transaction, only to the partitions it has added, and only while it is
-        open."""
+        is wanted or the producer closes; in a transaction, only to the partitions it has
+        added, and only while it is open."""
         if self._courier_io is None or not self.running or self.force_close:
             return
         if self.idempotent and (self._need_pid or self.producer_id < 0):

@@ -54,21 +54,50 @@ ZIG=$("$TOOLS/bin/python" -c 'import os, ziglang; print(os.path.join(os.path.dir
 BIN=$TOOLS/zig-bin
 mkdir -p "$BIN"
 printf '#!/bin/sh\nexec "%s" cc -target x86_64-linux-gnu.2.17 "$@"\n' "$ZIG" > "$BIN/zcc"
+printf '#!/bin/sh\nexec "%s" c++ -target x86_64-linux-gnu.2.17 "$@"\n' "$ZIG" > "$BIN/zcxx"
 printf '#!/bin/sh\nexec "%s" ar "$@"\n' "$ZIG" > "$BIN/zar"
 printf '#!/bin/sh\nexec "%s" ranlib "$@"\n' "$ZIG" > "$BIN/zranlib"
-chmod +x "$BIN/zcc" "$BIN/zar" "$BIN/zranlib"
+chmod +x "$BIN/zcc" "$BIN/zcxx" "$BIN/zar" "$BIN/zranlib"
 export PATH=$BIN:$TOOLS/bin:$PATH
 
 # -- 2. static OpenSSL, cached per version ---------------------------------------------------
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 
-# "URL NAME SIZE SHA256:HEX" of the upstream tarball apt would fetch for SPEC, or nothing.
-orig_uri() {
-    apt-get source --print-uris "$1" 2>/dev/null | tr -d "'" | awk '$2 ~ /^openssl_[0-9.]+\.orig\.tar\.gz$/ {print; exit}'
+# "URL NAME SIZE SHA256:HEX" of the upstream tarball apt would fetch for SPEC (its file name
+# matching REGEX, by default any upstream tarball), or nothing.
+orig_uri() {  # SPEC [REGEX]
+    # The regex through the environment: awk -v would read its backslashes as escapes.
+    local re=${2:-'\.orig\.tar\.(gz|xz|bz2)$'}
+    apt-get source --print-uris "$1" 2>/dev/null | tr -d "'" | RE=$re awk '$2 ~ ENVIRON["RE"] {print; exit}'
+}
+OPENSSL_ORIG='^openssl_[0-9.]+\.orig\.tar\.gz$'
+
+# Downloads SPEC's upstream tarball NAME into DIR through apt and checks its SHA-256; 1 if it
+# is not there or differs.
+fetch_orig() {  # DIR SPEC URL NAME SHA256
+    log "downloading $4 (apt source)"
+    # apt verifies what it fetches against the signed index; the checksum is checked again
+    # because a later file of the source package (the security pocket's .dsc) may be missing
+    # on the mirror, which fails apt-get after the tarball arrived.
+    (cd "$1" && apt-get source --download-only "$2" >/dev/null 2>&1 || true)
+    if [ ! -f "$1/$4" ] || [ "$(sha256sum "$1/$4" | cut -d' ' -f1)" != "$5" ]; then
+        log "could not fetch $4 from $3"; return 1
+    fi
+}
+
+# Whether the build in DIR is complete and was made with STAMP (its configuration).
+stamped() { [ -f "$1/.complete" ] && [ "$(cat "$1/.complete")" = "$2" ]; }
+
+# The newest of the builds PATTERN (a glob) made with STAMP, or nothing.
+newest_stamped() {  # PATTERN STAMP
+    local d
+    for d in $(ls -d $1 2>/dev/null | sort -rV); do
+        if stamped "$d" "$2"; then echo "$d"; return; fi
+    done
 }
 
 enable_deb_src() {
-    log "adding Debian deb-src entries (apt) to get OpenSSL's source"
+    log "adding Debian deb-src entries (apt) to get the sources of OpenSSL and the codecs"
     local deb822="" f
     # A test per file, not `ls a b | head`: under pipefail ls's exit status for the file that
     # is not there (ubuntu.sources on Debian) would end the script here.
@@ -80,7 +109,7 @@ enable_deb_src() {
     elif [ -f /etc/apt/sources.list ] && grep -q '^deb ' /etc/apt/sources.list; then
         sed -n 's/^deb /deb-src /p' /etc/apt/sources.list | $SUDO tee /etc/apt/sources.list.d/kproducer-deb-src.list >/dev/null
     else
-        log "no Debian apt sources found: cannot fetch OpenSSL's source"; exit 1
+        log "no Debian apt sources found: cannot fetch OpenSSL's and the codecs' sources"; exit 1
     fi
     $SUDO apt-get update -qq >&2
 }
@@ -88,14 +117,7 @@ enable_deb_src() {
 build_openssl() {  # URL NAME SHA256 PREFIX APT-SPEC
     local url=$1 name=$2 sha=$3 prefix=$4 spec=$5 src
     src=$(mktemp -d "$CACHE/openssl-src.XXXXXX")
-    log "downloading $name (apt source)"
-    # apt verifies what it fetches against the signed index; the checksum is checked again
-    # below because a later file of the source package (the security pocket's .dsc) may be
-    # missing on the mirror, which fails apt-get after the tarball arrived.
-    (cd "$src" && apt-get source --download-only "$spec" >/dev/null 2>&1 || true)
-    if [ ! -f "$src/$name" ] || [ "$(sha256sum "$src/$name" | cut -d' ' -f1)" != "$sha" ]; then
-        log "could not fetch $name from $url"; rm -rf "$src"; return 1
-    fi
+    fetch_orig "$src" "$spec" "$url" "$name" "$sha" || { rm -rf "$src"; return 1; }
     local version=${name#openssl_}
     log "building OpenSSL ${version%.orig.tar.gz} (static, PIC, glibc 2.17 target; a few minutes, once)"
     tar xzf "$src/$name" -C "$src"
@@ -111,27 +133,24 @@ build_openssl() {  # URL NAME SHA256 PREFIX APT-SPEC
     rm -rf "$src"
 }
 
-cached() { [ -f "$1/.complete" ] && [ "$(cat "$1/.complete")" = "$OPENSSL_CONFIG" ]; }
-
 OPENSSL=""
-if [ -z "$(orig_uri openssl)" ]; then
+if [ -z "$(orig_uri openssl "$OPENSSL_ORIG")" ]; then
     # No deb-src entries: an OpenSSL built before will do; else add them.
-    for d in $(ls -d "$CACHE"/openssl-3.* 2>/dev/null | sort -rV); do
-        if cached "$d"; then OPENSSL=$d; log "no deb-src entries in apt; using the cached $(basename "$d")"; break; fi
-    done
-    [ -n "$OPENSSL" ] || enable_deb_src
+    OPENSSL=$(newest_stamped "$CACHE/openssl-3.*" "$OPENSSL_CONFIG")
+    if [ -n "$OPENSSL" ]; then log "no deb-src entries in apt; using the cached $(basename "$OPENSSL")"
+    else enable_deb_src; fi
 fi
 if [ -z "$OPENSSL" ]; then
     # The newest source apt knows, else the release's own (the security pocket's files may be
     # missing on a mirror).
     . /etc/os-release
     for spec in openssl "openssl/${VERSION_CODENAME:-stable}"; do
-        read -r url name _size sum <<<"$(orig_uri "$spec")" || true
+        read -r url name _size sum <<<"$(orig_uri "$spec" "$OPENSSL_ORIG")" || true
         [ -n "${name:-}" ] || continue
         version=${name#openssl_}; version=${version%.orig.tar.gz}
         case $version in 3.0.*) ;; *) log "apt offers OpenSSL $version, not 3.0.x; skipping"; continue ;; esac
         prefix=$CACHE/openssl-$version
-        if cached "$prefix" || build_openssl "$url" "$name" "${sum#SHA256:}" "$prefix" "$spec"; then
+        if stamped "$prefix" "$OPENSSL_CONFIG" || build_openssl "$url" "$name" "${sum#SHA256:}" "$prefix" "$spec"; then
             OPENSSL=$prefix; break
         fi
     done
@@ -140,17 +159,14 @@ fi
 log "OpenSSL: $OPENSSL"
 
 # -- 2b. the codecs' libraries, static, cached per set of versions ----------------------------
-# The courier compresses in C (csrc/kp_compress.h) with zlib, lz4 and zstd: built from the
-# upstream sources Debian ships, as OpenSSL is (apt verifies them, and the SHA-256 of apt's
-# index is checked again), static and PIC for the same target, kept private to the module by
-# the same version script. snappy is C++: in the wheel the steps compress its batches.
-CODEC_SPECS="zlib lz4 libzstd"
+# The courier compresses in C (csrc/kp_compress.h) with zlib, lz4, zstd and snappy: built
+# from the upstream sources Debian ships, as OpenSSL is (apt verifies them, and the SHA-256 of
+# apt's index is checked again), static and PIC for the same target, kept private to the
+# module by the same version script. snappy is C++ behind a C interface: it is compiled by
+# zig c++ and linked with zig's static libc++ (-lc++ below), private to the module as well.
+CODEC_SPECS="zlib lz4 libzstd snappy"
 CODEC_CFLAGS="-O2 -fPIC -g0"
 declare -A CODEC_ORIG
-
-codec_orig() {  # SPEC -> "URL NAME SIZE SHA256:HEX" of its upstream tarball, or nothing
-    apt-get source --print-uris "$1" 2>/dev/null | tr -d "'" | awk '$2 ~ /\.orig\.tar\.(gz|xz|bz2)$/ {print; exit}'
-}
 
 codec_build() {  # SPEC DIR PREFIX: the library of the unpacked source DIR into PREFIX
     local spec=$1 dir=$2 prefix=$3
@@ -167,6 +183,24 @@ codec_build() {  # SPEC DIR PREFIX: the library of the unpacked source DIR into 
             make -C "$dir/lib" -j"$(nproc)" CC=zcc AR=zar CFLAGS="$CODEC_CFLAGS" libzstd.a
             cp "$dir/lib/libzstd.a" "$prefix/lib/"
             cp "$dir/lib/zstd.h" "$dir/lib/zstd_errors.h" "$prefix/include/" ;;
+        snappy)
+            # What its CMake build would configure: the version, <sys/uio.h>, the builtins;
+            # no SSSE3 or BMI2 (the wheel runs on any x86-64).
+            local version major minor patch f
+            version=$(sed -n 's/^project(Snappy VERSION \([0-9.]*\).*/\1/p' "$dir/CMakeLists.txt")
+            IFS=. read -r major minor patch <<<"$version"
+            sed -e "s/\${PROJECT_VERSION_MAJOR}/$major/" -e "s/\${PROJECT_VERSION_MINOR}/$minor/" \
+                -e "s/\${PROJECT_VERSION_PATCH}/$patch/" -e 's/\${HAVE_SYS_UIO_H_01}/1/' \
+                "$dir/snappy-stubs-public.h.in" > "$dir/snappy-stubs-public.h"
+            printf '%s\n' "#define HAVE_BUILTIN_CTZ 1" "#define HAVE_BUILTIN_EXPECT 1" \
+                "#define HAVE_SYS_UIO_H 1" "#define HAVE_UNISTD_H 1" "#define SNAPPY_HAVE_SSSE3 0" \
+                "#define SNAPPY_HAVE_BMI2 0" > "$dir/config.h"
+            for f in snappy snappy-c snappy-sinksource snappy-stubs-internal; do
+                zcxx $CODEC_CFLAGS -std=c++11 -DNDEBUG -DHAVE_CONFIG_H -I"$dir" -c "$dir/$f.cc" -o "$dir/$f.o"
+            done
+            zar rcs "$prefix/lib/libsnappy.a" "$dir"/snappy.o "$dir"/snappy-c.o "$dir"/snappy-sinksource.o \
+                "$dir"/snappy-stubs-internal.o
+            cp "$dir/snappy-c.h" "$prefix/include/" ;;
     esac
 }
 
@@ -176,11 +210,7 @@ build_codecs() {  # PREFIX
     rm -rf "$prefix.tmp" && mkdir -p "$prefix.tmp/lib" "$prefix.tmp/include"
     for spec in $CODEC_SPECS; do
         read -r url name sha <<<"${CODEC_ORIG[$spec]}"
-        log "downloading $name (apt source)"
-        (cd "$src" && apt-get source --download-only "$spec" >/dev/null 2>&1 || true)
-        if [ ! -f "$src/$name" ] || [ "$(sha256sum "$src/$name" | cut -d' ' -f1)" != "$sha" ]; then
-            log "could not fetch $name from $url"; rm -rf "$src"; return 1
-        fi
+        fetch_orig "$src" "$spec" "$url" "$name" "$sha" || { rm -rf "$src"; return 1; }
         mkdir -p "$src/$spec" && tar xf "$src/$name" -C "$src/$spec" --strip-components=1
         log "building $spec (static, PIC, glibc 2.17 target)"
         codec_build "$spec" "$src/$spec" "$prefix.tmp" > "$src/$spec.log" 2>&1 \
@@ -191,26 +221,23 @@ build_codecs() {  # PREFIX
     rm -rf "$src"
 }
 
-codecs_cached() { [ -f "$1/.complete" ] && [ "$(cat "$1/.complete")" = "$CODEC_CFLAGS" ]; }
-
 CODECS=""
-if [ -z "$(codec_orig zlib)" ]; then
+if [ -z "$(orig_uri zlib)" ]; then
     # No deb-src entries: codecs built before will do; else add them.
-    for d in $(ls -d "$CACHE"/codecs-* 2>/dev/null | grep -v -e '\.tmp$' -e 'codecs-src' | sort -rV); do
-        if codecs_cached "$d"; then CODECS=$d; log "no deb-src entries in apt; using the cached $(basename "$d")"; break; fi
-    done
-    [ -n "$CODECS" ] || enable_deb_src
+    CODECS=$(newest_stamped "$CACHE/codecs-*" "$CODEC_CFLAGS")
+    if [ -n "$CODECS" ]; then log "no deb-src entries in apt; using the cached $(basename "$CODECS")"
+    else enable_deb_src; fi
 fi
 if [ -z "$CODECS" ]; then
     key=""
     for spec in $CODEC_SPECS; do
-        read -r url name _size sum <<<"$(codec_orig "$spec")" || true
+        read -r url name _size sum <<<"$(orig_uri "$spec")" || true
         [ -n "${name:-}" ] || { log "no source of $spec from apt"; exit 1; }
         CODEC_ORIG[$spec]="$url $name ${sum#SHA256:}"
         key="$key-${name%.orig.tar.*}"
     done
     CODECS=$CACHE/codecs$key
-    codecs_cached "$CODECS" || build_codecs "$CODECS" || exit 1
+    stamped "$CODECS" "$CODEC_CFLAGS" || build_codecs "$CODECS" || exit 1
 fi
 log "codecs: $CODECS"
 
@@ -232,9 +259,10 @@ log "python -m build (sdist, then the wheel from it) with zig cc"
 (
     unset KPRODUCER_SANITIZE KPRODUCER_DEBUG CPPFLAGS
     # KPRODUCER_C_CODECS: setup.py fails rather than build a wheel without one of them.
+    # -lc++ last: zig's static libc++ for snappy (a module that needs none takes nothing).
     CC=zcc CXX=false LDSHARED="zcc -shared" CFLAGS="-g0 -I$OPENSSL/include -I$CODECS/include" \
-    LDFLAGS="-L$OPENSSL/lib -L$CODECS/lib -ldl -s -Wl,--version-script=$WORK/pyext.map" \
-    KPRODUCER_C_CODECS=gzip,lz4,zstd \
+    LDFLAGS="-L$OPENSSL/lib -L$CODECS/lib -ldl -s -Wl,--version-script=$WORK/pyext.map -lc++" \
+    KPRODUCER_C_CODECS=gzip,lz4,zstd,snappy \
         "$TOOLS/bin/python" -m build --outdir "$WORK/dist" "$WORK/src"
 ) > "$WORK/build.log" 2>&1 || { tail -40 "$WORK/build.log" >&2; log "python -m build failed"; exit 1; }
 

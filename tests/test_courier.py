@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import subprocess
+import sys
 import time
 
 import pytest
@@ -376,6 +378,52 @@ def test_a_busy_application_does_not_hold_back_a_compressed_batch(broker, gil_he
         assert offsets == list(range(offsets[0], offsets[0] + 20))
     got = read_back(broker.bootstrap, topic, partitions=[1])
     assert [(m.key, m.value) for m in got[1]] == [(b"k", b"%d" % i * 50) for i in range(20)]
+
+
+# Three application threads that send bursts and compute between them, gzip at level 9 (a
+# batch takes the courier milliseconds to compress, without the accumulator's lock): a step
+# that begins meanwhile waits for it, while a sending thread may be waiting for the lock
+# without the GIL. The child prints "done" once every record completed.
+_COMPRESSING_CHILD = """
+import os, sys, threading, time
+from kproducer import Producer
+p = Producer(bootstrap_servers=sys.argv[1], compression_type="gzip", compression_gzip_level=9,
+             linger_ms=1, batch_size=65536)
+p.send("gzip9", b"warm").result(10)
+until = time.monotonic() + float(sys.argv[2])
+futures, value = [], os.urandom(40) * 25
+def app():
+    i = 0
+    while time.monotonic() < until:
+        futures.append(p.send("gzip9", value, key=b"%d" % (i % 64)))
+        i += 1
+        if i % 200 == 0:
+            x = 0
+            for j in range(100000):
+                x += j
+threads = [threading.Thread(target=app) for _ in range(3)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+p.flush(30)
+assert all(f.exception(30) is None for f in futures)
+print("done", len(futures), p.metrics()["requests_by_courier"])
+p.close()
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_step_that_waits_for_the_courier_compressing_lets_the_gil_go(broker):
+    """The reset waits for the courier without the GIL: with the GIL held, a sending thread
+    that waited for the lock without it took the lock as the reset let it go, and waited for
+    the GIL, while the courier waited for the lock (every run of this hung before)."""
+    broker.create_topic("gzip9", 8)
+    proc = subprocess.run([sys.executable, "-c", _COMPRESSING_CHILD, broker.bootstrap, "8"],
+                          capture_output=True, text=True, timeout=90, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    done, n, by_courier = proc.stdout.split()
+    assert done == "done" and int(n) > 10_000 and int(by_courier) > 0, proc.stdout
 
 
 @pytest.mark.timeout(60)
