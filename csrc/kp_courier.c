@@ -48,8 +48,8 @@ struct kp_courier {
     kp_produce_result *results;
     size_t cap_results;
     kp_compressor *z;           /* the plan's codec's contexts (NULL until a plan has one) */
-    int compressing;            /* compressing without mu (compress_chosen): a reset waits */
-    pthread_cond_t idle;        /* signalled when it stops compressing */
+    kp_buf plain;               /* a copy of the Records section it compresses without mu */
+    uint64_t generation;        /* plans reset: a step that began while it compressed */
     struct pollfd *pfds;        /* the wake_fd, then a node's connection each; the thread's
                                    own (it sleeps in ppoll on them without mu) */
     size_t cap_pfds;
@@ -145,59 +145,59 @@ static int node_can_send(kp_courier *c, int32_t n, int *writing)
 }
 
 /* With mu held, let go while compressing: the Records section of each chosen batch compressed
- * with the plan's codec, once. 1 if the request may go on: every batch compressed, and the
- * courier still armed.
+ * with the plan's codec, once. 1 if the request may go on; 0 if it may not (the codec failed,
+ * or no memory); -1 if a step began meanwhile: the plan is gone (and maybe another armed).
  * Why without mu: lz4's and gzip's default levels take hundreds of µs for a 16 KiB batch, and
  * an application thread that waits that long for the accumulator's lock lets the GIL go
  * (LOCK_SPIN_US), which costs it a switch interval to get back. So the batches are sealed
- * first (no append touches them), and a step that begins meanwhile waits in kp_courier_reset
- * until the courier is done with them; it disarms the courier first, so that the courier
- * writes nothing the step's take did not see. */
+ * (no append touches them), and each section is copied under mu and compressed from the
+ * copy: a step that begins meanwhile does not wait for the courier, and owns the batches at
+ * once (it may compress, send and free them); the courier then drops what it compressed. */
 static int compress_chosen(kp_courier *c, size_t n_chosen)
 {
     int codec = c->plan.codec, level = c->plan.level;
     for (size_t k = 0; k < n_chosen; k++)
         c->batches[c->chosen[k]].batch->sealed = 1;
-    c->compressing = 1;
-    int ok = 1;
-    for (size_t k = 0; k < n_chosen && ok; k++) {
-        /* The batch array may grow meanwhile (appends offer new batches): by index. */
+    for (size_t k = 0; k < n_chosen; k++) {
         kp_batch_writer *w = c->batches[c->chosen[k]].batch;
         if (w->compressed || w->count == 0)
             continue;
+        size_t n = w->buf.len - KP_BATCH_HEADER_SIZE;
+        c->plain.len = 0;
+        if (kp_buf_append(&c->plain, w->buf.data + KP_BATCH_HEADER_SIZE, n) != KP_OK)
+            return 0;
+        uint64_t generation = c->generation;
         const uint8_t *out = NULL;
         size_t len = 0;
         int64_t lib_code = 0;
         pthread_mutex_unlock(&c->mu);
-        kp_status st = kp_compress(c->z, codec, level, w->buf.data + KP_BATCH_HEADER_SIZE,
-                                   w->buf.len - KP_BATCH_HEADER_SIZE, &out, &len, &lib_code);
+        kp_status st = kp_compress(c->z, codec, level, c->plain.data, n, &out, &len, &lib_code);
         pthread_mutex_lock(&c->mu);
+        if (c->generation != generation || c->stop)
+            return -1;
         /* Incompressible records gain the codec's framing: the section may outgrow what the
          * pool was charged for, and grows uncharged, as when a step closes the batch. Growing
          * first leaves the records in place if there is no memory. */
         w->buf.fixed = 0;
-        ok = st == KP_OK &&
-             (KP_BATCH_HEADER_SIZE + len <= w->buf.len ||
-              kp_buf_reserve(&w->buf, KP_BATCH_HEADER_SIZE + len - w->buf.len) == KP_OK) &&
-             kp_batch_replace_records(w, out, len) == KP_OK;
-        if (ok)
-            w->compressed = 1;
+        if (st != KP_OK ||
+            (KP_BATCH_HEADER_SIZE + len > w->buf.len &&
+             kp_buf_reserve(&w->buf, KP_BATCH_HEADER_SIZE + len - w->buf.len) != KP_OK) ||
+            kp_batch_replace_records(w, out, len) != KP_OK)
+            return 0;
+        w->compressed = 1;
     }
-    c->compressing = 0;
-    pthread_cond_broadcast(&c->idle);
-    return ok && c->armed;
+    return 1;
 }
 
 /* With mu held: one Produce request to node n holding the next batch of each of its
  * partitions whose deadline passed (up to max_request_size). Parts are added topic by topic
- * (the accumulator's order), so one pass groups them. Returns 1 if it wrote one. */
+ * (the accumulator's order), so one pass groups them. Returns 1 if it wrote one, 0 if not,
+ * -1 if the plan is gone (a step began while it compressed: nothing of it may be touched). */
 static int send_node(kp_courier *c, int32_t n, int64_t now)
 {
     kp_courier_node *node = &c->nodes[n];
     const kp_courier_plan *pl = &c->plan;
     size_t n_chosen = 0, total = 0;
-    if (!c->armed)
-        return 0;           /* a step began while it compressed for another node */
     for (size_t i = 0; i < c->n_parts; i++) {
         kp_courier_part *p = &c->parts[i];
         if (p->node != n || p->head < 0)
@@ -217,12 +217,18 @@ static int send_node(kp_courier *c, int32_t n, int64_t now)
         node->stopped = 1;
         return 0;
     }
+    if (pl->codec != KP_CODEC_NONE) {
+        int r = compress_chosen(c, n_chosen);
+        if (r < 0)
+            return r;
+        if (r == 0) {
+            node->stopped = 1;      /* the step compresses them, and reports what is wrong */
+            return 0;
+        }
+    }
     /* From here on a failure leaves the node to the next step, which finishes the batches
      * again and reports what is wrong; the courier sends it nothing more. */
     node->stopped = 1;
-    if (pl->codec != KP_CODEC_NONE && !compress_chosen(c, n_chosen))
-        return 0;
-    node = &c->nodes[n];    /* (unchanged: only a reset changes the nodes, after the wait) */
     size_t n_topics = 0;
     for (size_t k = 0; k < n_chosen; k++) {
         kp_courier_batch *b = &c->batches[c->chosen[k]];
@@ -512,7 +518,12 @@ static int64_t look(kp_courier *c, size_t *npfds)
                 if (next < 0 || due < next) next = due;
                 break;
             }
-            if (!node_can_send(c, (int32_t)n, &writing) || !send_node(c, (int32_t)n, now))
+            if (!node_can_send(c, (int32_t)n, &writing))
+                break;
+            int sent = send_node(c, (int32_t)n, now);
+            if (sent < 0)
+                return 0;   /* the plan it looked at is gone: look again, at once */
+            if (!sent)
                 break;
         }
         /* Wake for its responses, and for room to write its next request. */
@@ -591,11 +602,10 @@ kp_status kp_courier_new(kp_courier **out, int *sys_errno)
         return KP_ERR_SYS;
     }
     pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->idle, NULL);
+    kp_buf_init(&c->plain);
     int rc = pthread_create(&c->thread, NULL, run, c);
     if (rc != 0) {
         if (sys_errno) *sys_errno = rc;
-        pthread_cond_destroy(&c->idle);
         pthread_mutex_destroy(&c->mu);
         close(c->wake_fd);
         free(c->pfds);
@@ -617,7 +627,6 @@ void kp_courier_free(kp_courier *c)
     wake(c);                /* whatever it is doing: it looks at stop before it sleeps */
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->thread, NULL);
-    pthread_cond_destroy(&c->idle);
     pthread_mutex_destroy(&c->mu);
     close(c->wake_fd);
     free(c->nodes);
@@ -630,6 +639,7 @@ void kp_courier_free(kp_courier *c)
     free(c->req_topics);
     free(c->results);
     kp_compressor_free(c->z);
+    kp_buf_free(&c->plain);
     free(c->pfds);
     free(c);
 }
@@ -664,8 +674,7 @@ int kp_courier_trylock_spin(kp_courier *c, int64_t spin_us)
 void kp_courier_reset(kp_courier *c)
 {
     c->armed = 0;
-    while (c->compressing)      /* batches of the plan, without mu (compress_chosen) */
-        pthread_cond_wait(&c->idle, &c->mu);
+    c->generation++;            /* the courier drops what it compresses meanwhile */
     c->n_nodes = 0;
     c->n_priors = 0;
     c->n_requests = 0;
@@ -779,7 +788,6 @@ kp_status kp_courier_arm(kp_courier *c, const kp_courier_plan *plan)
 }
 
 int kp_courier_armed(const kp_courier *c) { return c->armed; }
-int kp_courier_compressing(const kp_courier *c) { return c->compressing; }
 
 const kp_courier_node *kp_courier_nodes(const kp_courier *c, size_t *n)
 {

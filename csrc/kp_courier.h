@@ -13,8 +13,8 @@
  * Contract (the steady state between two steps, set up by the step that ended last)
  * - The courier's mutex is the accumulator's lock: appends hold it, and so does the courier
  *   from sealing a batch to writing its request, so no record is appended to a batch being
- *   sent; except while it compresses the sealed batches of a request, which a step that
- *   begins meanwhile waits for (kp_courier_reset).
+ *   sent; except while it compresses a copy of a sealed batch's records (a step that begins
+ *   meanwhile owns the batch at once, and the courier drops what it compressed).
  * - A step *arms* the courier as it ends (kp_courier_reset, add_node, add_part, offer,
  *   kp_courier_arm, all with the lock held) and takes what it did as the next step begins
  *   (kp_courier_nodes / requests / parts / batches, then kp_courier_reset). Between reset and
@@ -174,8 +174,8 @@ void kp_courier_lock(kp_courier *c);
 int kp_courier_trylock_spin(kp_courier *c, int64_t spin_us);
 void kp_courier_unlock(kp_courier *c);
 
-/* With the lock held. Disarms the courier and forgets the plan; while the courier compresses
- * batches of the plan, waits for it first, the lock let go (it then writes nothing more). */
+/* With the lock held. Disarms the courier and forgets the plan (if the courier is compressing
+ * a batch of it, without the lock, it drops what it compressed: the batch is the step's). */
 void kp_courier_reset(kp_courier *c);
 /* Adds a node / a partition to the next plan: its index, or -1 (no memory, or arguments out
  * of range: the plan is smaller, nothing else changes). */
@@ -197,11 +197,6 @@ void kp_courier_offer(kp_courier *c, int32_t part, kp_batch_writer *batch, void 
 kp_status kp_courier_arm(kp_courier *c, const kp_courier_plan *plan);
 /* 1 while armed. */
 int kp_courier_armed(const kp_courier *c);
-/* With the lock held: 1 while the courier compresses batches without it, so that a reset
- * would wait. A thread that holds the GIL lets it go first (another thread may be waiting
- * for the lock without the GIL: it takes the lock while the reset waits, and needs the GIL
- * to give it back). */
-int kp_courier_compressing(const kp_courier *c);
 
 /* With the lock held, after the courier was armed: the plan (the step reads what was sent
  * and answered), valid until the next reset. */

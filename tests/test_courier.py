@@ -381,9 +381,9 @@ def test_a_busy_application_does_not_hold_back_a_compressed_batch(broker, gil_he
 
 
 # Three application threads that send bursts and compute between them, gzip at level 9 (a
-# batch takes the courier milliseconds to compress, without the accumulator's lock): a step
-# that begins meanwhile waits for it, while a sending thread may be waiting for the lock
-# without the GIL. The child prints "done" once every record completed.
+# batch takes the courier milliseconds to compress, without the accumulator's lock): steps
+# begin while it compresses, and sending threads wait for the lock without the GIL. The
+# child prints "done" once every record completed.
 _COMPRESSING_CHILD = """
 import os, sys, threading, time
 from kproducer import Producer
@@ -414,10 +414,11 @@ p.close()
 
 
 @pytest.mark.timeout(120)
-def test_a_step_that_waits_for_the_courier_compressing_lets_the_gil_go(broker):
-    """The reset waits for the courier without the GIL: with the GIL held, a sending thread
-    that waited for the lock without it took the lock as the reset let it go, and waited for
-    the GIL, while the courier waited for the lock (every run of this hung before)."""
+def test_a_step_that_begins_while_the_courier_compresses_does_not_wait_for_it(broker):
+    """A step owns the batches at once (the courier compresses a copy and drops it). When the
+    step's reset waited for the courier with the GIL held, a sending thread that waited for
+    the lock without the GIL took it as the wait let it go and waited for the GIL, while the
+    courier waited for the lock: every run of this hung (e3e864e)."""
     broker.create_topic("gzip9", 8)
     proc = subprocess.run([sys.executable, "-c", _COMPRESSING_CHILD, broker.bootstrap, "8"],
                           capture_output=True, text=True, timeout=90, check=False)

@@ -49,19 +49,6 @@ cdef class Courier:
         return kp_courier_answered(self.c)
 
 
-cdef inline void _reset(kp_courier *c) noexcept:
-    """kp_courier_reset, without the GIL while it waits for the courier to compress: a thread
-    that waits for the lock without the GIL (Courier.lock) takes it as soon as the reset lets
-    it go, and needs the GIL before it can let it go again, which the courier waits for. A
-    reset that does not wait keeps the GIL: a thread that lets it go waits a switch interval
-    to get it back from a busy application."""
-    if kp_courier_compressing(c):
-        with nogil:
-            kp_courier_reset(c)
-    else:
-        kp_courier_reset(c)
-
-
 cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dict leaders,
                       object muted, object only, object next_seq, int64_t producer_id,
                       int producer_epoch, int acks, int32_t timeout_ms, bytes client_id,
@@ -85,7 +72,7 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
     cdef const char *name
     cdef Py_ssize_t name_len
     cdef bint at_once = acc.pool.waiters > 0 or acc.closed or acc.flushes_in_progress > 0
-    _reset(c)
+    kp_courier_reset(c)
     for node_id, (conn_id, version, first_cid, block, max_in_flight, prior) in nodes.items():
         node = kp_courier_add_node(c, node_id, conn_id, version, first_cid, block, max_in_flight)
         if node >= 0:
@@ -157,7 +144,7 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
     plan.codec = acc.codec
     plan.level = 0 if acc.level is None else <int>acc.level
     if kp_courier_arm(c, &plan) != KP_OK:
-        _reset(c)     # no memory for the scratch: the steps send everything
+        kp_courier_reset(c)     # no memory for the scratch: the steps send everything
     return 0
 
 
@@ -182,7 +169,7 @@ cdef list _courier_take(RecordAccumulator acc, int64_t now):
     cdef _TopicState st
     cdef int32_t p
     if nr == 0:
-        _reset(c)
+        kp_courier_reset(c)
         return out
     for i in range(nr):
         r = &requests[i]
@@ -199,7 +186,7 @@ cdef list _courier_take(RecordAccumulator acc, int64_t now):
         q = st.queues[p]
         if not q or q[0] is not b:
             # Nothing but a step (which takes these first) removes a batch from a queue.
-            _reset(c)
+            kp_courier_reset(c)
             raise RuntimeError(f"the courier's batch of {b.topic}[{p}] left its queue")
         q.popleft()
         if st.open_batches[p] is b:
@@ -215,5 +202,5 @@ cdef list _courier_take(RecordAccumulator acc, int64_t now):
         (<list>entry[5]).append(b)
         if entry[6] is not None:
             (<list>entry[6]).append((batches[i].base_offset, batches[i].log_append_time_ms))
-    _reset(c)
+    kp_courier_reset(c)
     return out

@@ -87,7 +87,6 @@ cdef extern from "kp_courier.h" nogil:
                           int64_t due_us)
     kp_status kp_courier_arm(kp_courier *c, const kp_courier_plan *plan)
     int kp_courier_armed(const kp_courier *c)
-    int kp_courier_compressing(const kp_courier *c)
     const kp_courier_node *kp_courier_nodes(const kp_courier *c, size_t *n)
     const kp_courier_request *kp_courier_requests(const kp_courier *c, size_t *n)
     const kp_courier_part *kp_courier_parts(const kp_courier *c, size_t *n)
