@@ -74,6 +74,11 @@ kp_status kp_batch_append_limited(kp_batch_writer *w, size_t limit, int64_t time
 
 kp_status kp_batch_replace_records(kp_batch_writer *w, const uint8_t *data, size_t len)
 {
+    /* Room first: on a failure the records stay as they were. */
+    if (KP_BATCH_HEADER_SIZE + len > w->buf.len) {
+        kp_status st = kp_buf_reserve(&w->buf, KP_BATCH_HEADER_SIZE + len - w->buf.len);
+        if (st != KP_OK) return st;
+    }
     w->buf.len = KP_BATCH_HEADER_SIZE;
     return kp_buf_append(&w->buf, data, len);
 }

@@ -207,7 +207,8 @@ KP_INLINE kp_status kp_batch_append_inline(kp_batch_writer *w, size_t limit, int
     return KP_OK;
 }
 
-/* Swaps the uncompressed Records section for `len` bytes of compressed data. */
+/* Swaps the uncompressed Records section for `len` bytes of compressed data; KP_ERR_NOMEM
+ * (or KP_ERR_FULL for a fixed buffer) leaves the records as they were. */
 kp_status kp_batch_replace_records(kp_batch_writer *w, const uint8_t *data, size_t len);
 
 /* Back-patches every header field and the CRC. `attributes` carries the codec. */

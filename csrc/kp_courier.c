@@ -176,13 +176,9 @@ static int compress_chosen(kp_courier *c, size_t n_chosen)
         if (c->generation != generation || c->stop)
             return -1;
         /* Incompressible records gain the codec's framing: the section may outgrow what the
-         * pool was charged for, and grows uncharged, as when a step closes the batch. Growing
-         * first leaves the records in place if there is no memory. */
+         * pool was charged for, and grows uncharged, as when a step closes the batch. */
         w->buf.fixed = 0;
-        if (st != KP_OK ||
-            (KP_BATCH_HEADER_SIZE + len > w->buf.len &&
-             kp_buf_reserve(&w->buf, KP_BATCH_HEADER_SIZE + len - w->buf.len) != KP_OK) ||
-            kp_batch_replace_records(w, out, len) != KP_OK)
+        if (st != KP_OK || kp_batch_replace_records(w, out, len) != KP_OK)
             return 0;
         w->compressed = 1;
     }
