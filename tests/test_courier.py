@@ -168,9 +168,11 @@ def test_the_courier_compresses_a_batch_once_and_the_step_keeps_it(link, codec):
 def test_one_request_per_node_with_every_due_partition(link):
     sel, conn = link
     acc = _acc()
-    acc.arm_courier(sel.courier_io(), {7: node(9)}, LEADERS, None, None, -1, -1, 1, 1000, None)
+    # Both appended before the arming: appended after it, a thread descheduled between the
+    # two for linger.ms (CI met it) would see the first sent alone.
     acc.append("t", 0, None, b"a", None, None, None)
     acc.append("t", 1, None, b"b", None, None, None)
+    acc.arm_courier(sel.courier_io(), {7: node(9)}, LEADERS, None, None, -1, -1, 1, 1000, None)
     cid, client_id, acks, timeout, parts = _parse_produce_v3(_recv_frame(conn))
     assert (cid, client_id, acks, timeout) == (9, None, 1, 1000)
     assert sorted(parts) == [("t", 0), ("t", 1)]
