@@ -95,6 +95,10 @@ class SendManyResult:
     def raise_for_errors(self) -> None: ...
 
 @disjoint_base
+class Compressor:
+    """The C codecs' contexts a producer's steps compress its batches with."""
+
+@disjoint_base
 class BufferPool:
     @property
     def available(self) -> int: ...

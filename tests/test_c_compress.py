@@ -1,16 +1,22 @@
-"""The C codecs the courier compresses with (csrc/kp_compress.h): what they write is what the
-Python codecs (kproducer.compression, cramjam) and Kafka's readers take, at every level a
-producer can set; the build links every codec whose library this machine has."""
+"""The C codecs the courier and the steps compress with (csrc/kp_compress.h): what they write
+is what the Python codecs (kproducer.compression, cramjam) and Kafka's readers take, at every
+level a producer can set; the build links every codec whose library this machine has; a step
+closing a batch compresses with them without the GIL."""
 
 from __future__ import annotations
 
 import os
 import pathlib
+import random
+import sys
+import threading
+import time
 
 import pytest
 
 from kproducer import compression
-from kproducer._accumulator import c_compress, courier_codecs
+from kproducer._accumulator import RecordAccumulator, batch_from_records, c_compress, courier_codecs
+from kproducer._reference import decode_batch
 from kproducer.errors import CodecError
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
@@ -86,3 +92,110 @@ def test_bad_arguments_name_the_problem():
     for codec in set(CODECS) - courier_codecs():
         with pytest.raises(CodecError, match=f"compress {codec}: this build has no C codec"):
             c_compress(codec, b"x")
+
+
+def _filled(codec, level=None, partitions=1, records=8, value_size=1000):
+    """An accumulator whose partitions hold one batch each of ``records`` mixed values."""
+    acc = RecordAccumulator(batch_size=64 << 20, linger_ms=0, compression=codec,
+                            compression_level=level, buffer_memory=256 << 20,
+                            max_request_size=64 << 20)
+    acc.set_partition_count("t", partitions)
+    rng = random.Random(records)       # the same values for the same arguments
+    values = [b"".join(rng.randbytes(16) + b"%06d" % i * 20 for i in range(value_size // 136 + 1))
+              [:value_size] for _ in range(records)]
+    for p in range(partitions):
+        for i, v in enumerate(values):
+            acc.append("t", p, b"k%d" % i, v, 1_700_000_000_000 + i, None, None)
+    return acc, values
+
+
+def _drain(acc, node, out):
+    """Drains the batch of partition ``node`` (each partition its own leader) into ``out``."""
+    batches = acc.drain(lambda topic, p: p, {node}, 64 << 20, 0, lingering=True)
+    out.extend(batches[node])
+
+
+@pytest.mark.parametrize("codec", sorted(courier_codecs()))
+def test_a_step_closes_a_batch_with_the_c_codec(codec):
+    """The Records section a step's drain leaves is the C codec's output for the plain
+    section, at the producer's level, under the codec's attribute bits."""
+    level = compression.LEVELS[codec][0] if codec in compression.LEVELS else None
+    plain_acc, values = _filled("none")
+    acc, _ = _filled(codec, level)
+    plain, batch = [], []
+    _drain(plain_acc, 0, plain)
+    _drain(acc, 0, batch)
+    [plain], [batch] = plain, batch
+    for b in (plain, batch):
+        b.finish(-1, -1, -1)
+    assert bytes(batch)[61:] == c_compress(codec, bytes(plain)[61:], level)
+    decoded = decode_batch(bytes(batch))
+    assert decoded.compression == codec
+    assert [(r.key, r.value) for r in decoded.records] == [(b"k%d" % i, v) for i, v in enumerate(values)]
+
+
+# A level at which a large batch takes a while (zstd's highest takes ten times gzip's).
+SLOW_LEVELS = {"gzip": 9, "zstd": 15}
+
+
+@pytest.mark.parametrize("codec", sorted(courier_codecs() & set(SLOW_LEVELS)))
+def test_a_step_compresses_without_the_gil_and_two_at_once(codec):
+    """Two threads drain (and so close) one large batch each at a slow level while a third
+    runs Python: that thread ticks all along (the GIL is let go while a batch is compressed;
+    held, it would tick only at a switch interval), and both batches, one compressed with
+    the producer's kept compressor and one with a compressor of its own (the kept one is
+    lent out), read back whole."""
+    acc, values = _filled(codec, SLOW_LEVELS[codec], partitions=2, records=96, value_size=40_000)
+    window = [0.0, 0.0]         # the drains' start and end
+    longest = [0.0]             # the ticker's longest wait between two ticks inside the window
+    stop = threading.Event()
+
+    def tick():
+        clock = time.perf_counter
+        last = clock()
+        while not stop.is_set():
+            now = clock()
+            if window[0] and now - last > longest[0] and last >= window[0]:
+                longest[0] = now - last
+            last = now
+
+    out = [[], []]
+    ticker = threading.Thread(target=tick)
+    drains = [threading.Thread(target=_drain, args=(acc, node, out[node])) for node in (0, 1)]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.05)     # a thread holding the GIL keeps it 50 ms before a switch
+    try:
+        ticker.start()
+        window[0] = time.perf_counter()
+        for d in drains:
+            d.start()
+        for d in drains:
+            d.join(120)
+        window[1] = time.perf_counter()
+    finally:
+        stop.set()
+        ticker.join(10)
+        sys.setswitchinterval(old)
+    assert all(len(o) == 1 for o in out)
+    took = window[1] - window[0]
+    assert took > 0.2, f"the compression took {took:.3f} s: too little to tell"
+    # Held for the compression, the ticker would wait about 50 ms at a time for the GIL.
+    assert longest[0] < 0.04, f"the ticker waited {longest[0] * 1000:.0f} ms for the GIL"
+    for [b] in out:
+        b.finish(-1, -1, -1)
+        decoded = decode_batch(bytes(b))
+        assert decoded.compression == codec
+        assert [r.value for r in decoded.records] == values
+
+
+@pytest.mark.parametrize("codec", sorted(courier_codecs()))
+def test_a_split_batch_is_compressed_with_a_compressor_of_its_own(codec):
+    """The halves of a batch split after MESSAGE_TOO_LARGE (sender.py) are built outside any
+    accumulator: each compresses with a C compressor of its own."""
+    records = [(b"k%d" % i, b"%d" % i * 50, 1_700_000_000_000 + i, []) for i in range(50)]
+    b = batch_from_records("t", 3, records, compression.CODEC_IDS[codec],
+                           compression.resolve_level(codec, None))
+    b.finish(-1, -1, -1)
+    decoded = decode_batch(bytes(b))
+    assert decoded.compression == codec
+    assert [(r.key, r.value, r.timestamp) for r in decoded.records] == [r[:3] for r in records]

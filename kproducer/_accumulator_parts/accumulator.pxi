@@ -45,6 +45,7 @@ cdef class RecordAccumulator:
     cdef readonly int64_t linger_ms
     cdef readonly int codec
     cdef readonly object level
+    cdef Compressor _compressor     # the steps' C codec (None: no codec, or cramjam's)
     cdef readonly BufferPool pool
     cdef readonly bint ignore_keys
     cdef dict _topics
@@ -90,6 +91,8 @@ cdef class RecordAccumulator:
         self.linger_ms = linger_ms
         self.codec = _compression.codec_id(compression)
         self.level = _compression.resolve_level(compression, compression_level)
+        if self.codec != 0 and kp_compress_available(self.codec):
+            self._compressor = Compressor()
         self.pool = BufferPool(buffer_memory)
         self.ignore_keys = ignore_keys
         self._topics = {}
@@ -298,7 +301,8 @@ cdef class RecordAccumulator:
             if not self.pool.try_reserve(need):
                 self.last_need = need
                 return -1
-            b = new_batch(st.topic, p, need, self.batch_max_size, self.codec, self.level, now, self.pool)
+            b = new_batch(st.topic, p, need, self.batch_max_size, self.codec, self.level,
+                          self._compressor, now, self.pool)
             kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
             if kst != KP_OK:
                 b.free_memory()

@@ -26,6 +26,8 @@ cdef class ProducerBatch:
     cdef Py_ssize_t limit
     cdef int codec
     cdef object level
+    cdef Compressor compressor     # the producer's C codec (None: cramjam's, or a split's own)
+    cdef bint compressing          # close() compresses it, the GIL let go
     cdef BufferPool pool
     cdef int exports
 
@@ -95,13 +97,30 @@ cdef class ProducerBatch:
 
     def close(self):
         """No more appends: compress the Records section if a codec is set."""
+        cdef kp_status st
+        cdef kp_error err
         if self.closed:
             return
         self.closed = True
         # The compressed section may outgrow what the pool was charged for (incompressible
         # data gains the codec's framing): it is replaced in place, uncharged, as before.
         self.w.buf.fixed = 0
-        if self.codec != 0 and self.w.count and not self.w.compressed:
+        if self.codec == 0 or not self.w.count or self.w.compressed:
+            return
+        if kp_compress_available(self.codec):
+            err.field = NULL
+            err.offset = 0
+            err.value = 0
+            self.compressing = True
+            try:
+                st = compress_records(&self.w, self.codec, 0 if self.level is None else <int>self.level,
+                                      self.compressor, &err.value)
+            finally:
+                self.compressing = False
+            if st != KP_OK:
+                raise_kp_error(st, &err, f"compress {self.topic}[{self.partition}]'s batch", None,
+                               0, None, "the library failed")
+        else:
             section = memoryview(<char[:self.w.buf.len - KP_BATCH_HEADER_SIZE]>(
                 <char *>self.w.buf.data + KP_BATCH_HEADER_SIZE))
             compressed = _compression.compress(self.codec, section, self.level)
@@ -118,6 +137,8 @@ cdef class ProducerBatch:
         bump, new producer id)."""
         if not self.closed:
             self.close()
+        if self.compressing:
+            raise RuntimeError("batch finish: another thread is closing the batch (compressing it)")
         if self.exports:
             raise BufferError("batch bytes are still exported; cannot re-finish")
         self.producer_id = producer_id
@@ -173,7 +194,8 @@ cdef class ProducerBatch:
 
 
 cdef ProducerBatch new_batch(str topic, int32_t partition, Py_ssize_t capacity, Py_ssize_t limit,
-                             int codec, object level, int64_t now, BufferPool pool):
+                             int codec, object level, Compressor compressor, int64_t now,
+                             BufferPool pool):
     cdef ProducerBatch b = ProducerBatch.__new__(ProducerBatch)
     cdef kp_status st
     kp_batch_free(&b.w)
@@ -194,6 +216,7 @@ cdef ProducerBatch new_batch(str topic, int32_t partition, Py_ssize_t capacity, 
     b.limit = limit
     b.codec = codec
     b.level = level
+    b.compressor = compressor
     b.pool = pool
     b.pool_bytes = capacity
     return b
@@ -203,7 +226,7 @@ def batch_from_records(str topic, int32_t partition, list records, int codec, ob
                        BatchResult result_owner=None):
     """Builds a closed batch from (key, value, timestamp, headers) tuples: the split
     path after MESSAGE_TOO_LARGE. Memory is not charged to the pool."""
-    cdef ProducerBatch b = new_batch(topic, partition, 256, 0, codec, level, now_ms(), None)
+    cdef ProducerBatch b = new_batch(topic, partition, 256, 0, codec, level, None, now_ms(), None)
     cdef _HeaderScratch scratch = _HeaderScratch()
     cdef int appended
     cdef Py_ssize_t nh
