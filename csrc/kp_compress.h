@@ -1,10 +1,11 @@
-/* kp_compress.h - the compression codecs in C, for the courier (kp_courier.h): a thread
- * without the GIL cannot call the Python codecs (cramjam) that a step uses to close a batch.
+/* kp_compress.h - the compression codecs in C, for the courier (kp_courier.h) and for a step
+ * closing a batch (kproducer/_accumulator_parts/compress.pxi): neither holds the GIL while it
+ * compresses, so neither can call the Python codecs (cramjam).
  *
  * Each codec is the system's library, linked when the build finds it (setup.py probes for
  * each header and library and defines KP_HAVE_ZLIB, KP_HAVE_LZ4, KP_HAVE_ZSTD,
  * KP_HAVE_SNAPPY). A codec the build did not find is not available: the courier leaves the
- * batches of such a producer to the steps, which compress them in Python.
+ * batches of such a producer to the steps, which compress them with cramjam, the GIL held.
  *
  * The formats are the ones kproducer/compression.py writes, so any Kafka reader takes them:
  * - gzip: one gzip member (RFC 1952), zlib's deflate at the level given;

@@ -61,12 +61,12 @@ def courier_codecs():
 
 
 def c_compress(str name, data, level=None):
-    """Compresses ``data`` as the courier does (the C codec ``name`` at ``level``, resolved
-    as the producer resolves ``compression.<codec>.level``): the Records section a courier
-    sends. For tests and the benchmark's comparison with the Python codecs."""
+    """Compresses ``data`` as the courier and the steps do (the C codec ``name`` at ``level``,
+    resolved as the producer resolves ``compression.<codec>.level``): a batch's Records
+    section. For tests and the benchmark's comparison with the Python codecs."""
     cdef int codec = _compression.codec_id(name)
     cdef int lvl = _compression.resolve_level(name, level) or 0
-    cdef kp_compressor *z = NULL
+    cdef Compressor comp
     cdef const uint8_t *out = NULL
     cdef size_t out_len = 0
     cdef kp_error err
@@ -77,20 +77,17 @@ def c_compress(str name, data, level=None):
     if not kp_compress_available(codec):
         raise_kp_error(KP_ERR_CODEC, NULL, f"compress {name}", None, 0, None,
                        "this build has no C codec for it (setup.py found no library)")
-    st = kp_compressor_new(&z)
-    if st != KP_OK:
-        raise_kp_error(st, NULL, f"compress {name}")
+    comp = Compressor()
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         err.field = NULL
         err.offset = 0
         err.value = 0
         with nogil:
-            st = kp_compress(z, codec, lvl, <const uint8_t *>view.buf, <size_t>view.len,
+            st = kp_compress(comp.z, codec, lvl, <const uint8_t *>view.buf, <size_t>view.len,
                              &out, &out_len, &err.value)
         if st != KP_OK:
             raise_kp_error(st, &err, f"compress {name}", None, 0, None, "the library failed")
         return PyBytes_FromStringAndSize(<const char *>out, <Py_ssize_t>out_len)
     finally:
         PyBuffer_Release(&view)
-        kp_compressor_free(z)
