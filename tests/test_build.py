@@ -84,7 +84,9 @@ def test_sanitizer_build_runs_codec_tests_clean(tmp_path):
                  cwd=src, env=env)
     assert all(line.startswith(str(src)) for line in probe.stdout.split()), probe.stdout
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+        # No durations table (pyproject's addopts): the failure is what the tail must hold.
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "--durations=0",
+         "--durations-min=1000",
          "tests/test_codec.py", "tests/test_differential.py", "tests/test_selector.py",
          # The Produce request and response codec against the generic one and the broker.
          "tests/test_produce_fast.py",

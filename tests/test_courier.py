@@ -564,9 +564,12 @@ def test_a_burst_goes_out_whole_while_the_application_computes(broker, gil_held)
         # failed once in five on the steps' share.
         result = p.send_many("pipeline", values, futures=True,
                              on_delivery=lambda err, md: done.append((md.offset, err)))
+        # A step send_many ran at its end may have settled the first responses already (in
+        # the ASan build the courier's first requests are answered before the last append).
+        settled = len(done)
         assert _compute_until(lambda: p._acc.courier_sent - sent >= 12
                               and p._acc.courier_answered - answered >= 12, timeout=10.0)
-        assert done == []                       # the callbacks wait for the GIL
+        assert len(done) == settled             # the callbacks wait for the GIL
         p.flush(30)
         assert [f.result(0).offset for f in result.futures] == list(range(1, 81))
         assert done == [(i, None) for i in range(1, 81)]

@@ -339,6 +339,7 @@ def test_installed_wheel_passes_end_to_end_tls_and_ship_tests(release, wheel_ven
     (run / "tests" / "test_installed_wheel.py").write_text(INSTALLED_CHECK)
     env = dict(env, KPRODUCER_TEST_SHIP_WHEEL=str(wheel))
     proc = _run([venv / "bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
+                 "--durations=0", "--durations-min=1000",     # the failures fill the tail
                  "tests/test_installed_wheel.py", "tests/test_end_to_end.py", "tests/test_tls.py",
                  "tests/test_spark.py::test_ship_to_local_cluster_executors_without_kproducer"],
                 cwd=run, env=env, check=False, timeout=2300)
