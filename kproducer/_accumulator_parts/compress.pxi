@@ -23,7 +23,7 @@ cdef class Compressor:
 
 
 cdef kp_status compress_records(kp_batch_writer *w, int codec, int level, Compressor owner,
-                                int64_t *lib_code) except? KP_ERR_NOMEM:
+                                int64_t *lib_code) noexcept:
     """Compresses w's Records section in place with the C codec, the GIL released: with
     ``owner``'s compressor when it is free, else (another thread's close() has it, or no
     owner) with one of its own. ``w`` must be out of every queue: nothing appends to it."""
@@ -40,17 +40,15 @@ cdef kp_status compress_records(kp_batch_writer *w, int codec, int level, Compre
         if st != KP_OK:
             return st
         z = temp
-    try:
-        with nogil:
-            st = kp_compress(z, codec, level, w.buf.data + KP_BATCH_HEADER_SIZE,
-                             w.buf.len - KP_BATCH_HEADER_SIZE, &out, &out_len, lib_code)
-            if st == KP_OK:
-                st = kp_batch_replace_records(w, out, out_len)
-    finally:
-        if temp != NULL:
-            kp_compressor_free(temp)
-        else:
-            owner.lent = False
+    with nogil:
+        st = kp_compress(z, codec, level, w.buf.data + KP_BATCH_HEADER_SIZE,
+                         w.buf.len - KP_BATCH_HEADER_SIZE, &out, &out_len, lib_code)
+        if st == KP_OK:
+            st = kp_batch_replace_records(w, out, out_len)
+    if temp != NULL:
+        kp_compressor_free(temp)
+    else:
+        owner.lent = False
     return st
 
 
