@@ -442,11 +442,11 @@ static int awaits(const kp_courier_node *node)
 }
 
 /* With mu held: when an application thread sent since the last look, it runs the step
- * itself at its next send, so the courier leaves everything to it for two of its intervals
+ * itself at its next send, so the courier leaves the reading to it for two of its intervals
  * between sends, and twice its last wait when it found that thread still sending then (a
  * send() loop runs every step itself: at 50 µs a look, the courier woke about 5,000 times
  * a second for nothing, 5-9 % of the process's CPU at the defaults); at most
- * KP_COURIER_WAIT_MAX_US either way. Returns when to look again, or -1 to go on now. */
+ * KP_COURIER_WAIT_MAX_US either way. Returns when to look again, or -1 to read now. */
 static int64_t defer_to_sender(kp_courier *c, int64_t now)
 {
     const kp_turn *turn = c->plan.turn;
@@ -480,11 +480,11 @@ static int64_t look(kp_courier *c, size_t *npfds)
         int64_t due = node_next_due(c, (int32_t)n);
         work = awaits(&c->nodes[n]) || (due >= 0 && due <= now && !c->nodes[n].stopped);
     }
-    if (work && (next = defer_to_sender(c, now)) >= 0)
-        return next;        /* neither reading nor sending meanwhile: the sender's step does */
+    /* Due batches are written even then (kp_courier.h): only the reading is deferred. */
+    int64_t deferred = work ? defer_to_sender(c, now) : -1;
 
     int read_any = 0;
-    for (size_t n = 0; n < c->n_nodes; n++)
+    for (size_t n = 0; n < c->n_nodes && deferred < 0; n++)
         if (awaits(&c->nodes[n]))
             read_any |= read_node(c, (int32_t)n);
     if (read_any)
@@ -523,7 +523,7 @@ static int64_t look(kp_courier *c, size_t *npfds)
                 break;
         }
         /* Wake for its responses, and for room to write its next request. */
-        short events = (short)((awaits(node) ? POLLIN : 0) | (writing ? POLLOUT : 0));
+        short events = (short)((awaits(node) && deferred < 0 ? POLLIN : 0) | (writing ? POLLOUT : 0));
         int fd = events ? pl->io->conn_fd(pl->selector, node->conn_id) : -1;
         if (fd >= 0 && k < c->cap_pfds) {       /* no memory for it: woken by the turn */
             c->pfds[k].fd = fd;
@@ -532,6 +532,8 @@ static int64_t look(kp_courier *c, size_t *npfds)
         }
     }
     *npfds = k - 1;
+    if (deferred >= 0 && (next < 0 || deferred < next))
+        next = deferred;
     return next;
 }
 

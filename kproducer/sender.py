@@ -18,7 +18,9 @@ Compiled, without the GIL:
     Produce requests (one batch per partition each, with correlation ids the step reserved)
     and writes them while max.in.flight allows; it reads the responses to the requests in
     flight, the step's and its own, decodes them, and keeps the offsets of the batches they
-    acknowledge, so that each response makes room for the next request. The last step *arms*
+    acknowledge, so that each response makes room for the next request (beside an
+    application thread that is sending, which runs the steps, it leaves the reading to
+    them but still writes each batch as it becomes sendable). The last step *arms*
     it as it ends (:meth:`_arm_courier`); the next *takes* what it did as it begins
     (:meth:`_take_courier_sends`: in-flight requests and batches, as if that step had sent
     them, the answered ones settled in order). Anything but an acknowledgement is left to
