@@ -198,6 +198,8 @@ class Sender:
             self._step_owner = threading.get_ident()
             while not self.force_close and (self.acc.queued_batches() or self._in_flight_batches()):
                 self._step_safely()
+                if self.force_close or not (self.acc.queued_batches() or self._in_flight_batches()):
+                    break       # the step settled the last: no step is wanted to wake this
                 self.turn.wait()
             if self.force_close:
                 self._fail_all(KafkaError("the producer was closed before this record was sent"))
@@ -333,9 +335,13 @@ class Sender:
         else:
             timeout = min(cap, self._send_producer_data(now, wall))
         now = self.time.mono_ms()
-        if self.client.poll(0, now) or answered or self.client.selector.needs_poll():
+        # What the first poll handled was seen above (its consequences drained, their
+        # deadlines in ``timeout``); what the second one handled was not: step again at once.
+        # (Stepping again after the first poll's events too cost a step that found nothing in
+        # half the steps at 50,000 records/s, 90 µs each.)
+        if self.client.poll(0, now) or self.client.selector.needs_poll():
             self._arm_courier()
-            self.turn.done(0)           # consequences may be sendable at once: step again
+            self.turn.done(0)
             return
         self._arm_courier()
         timeout = max(0, min(timeout, self.client.poll_timeout(now), 1 << 40))
