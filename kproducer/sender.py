@@ -44,7 +44,9 @@ stepping for a switch interval.
 
 One step: take the courier's requests, ``poll(0)`` for the responses that arrived, refresh
 metadata when due, obtain a producer id when idempotent, then ``ready`` -> ``drain`` -> one
-Produce request per broker -> ``poll(0)`` -> arm the courier. Responses complete batches,
+Produce request per broker -> ``poll(0)`` -> arm the courier, and name the next step's
+deadline to the watcher (now only when that last poll handled something: what the first one
+handled, this step drained). Responses complete batches,
 retry them (back to the head of their partition's queue, in sequence order, after a
 backoff), split them (MESSAGE_TOO_LARGE) or fail them with an error that names the
 broker's error code.

@@ -16,9 +16,9 @@
  * failed send, and drops what it compressed when a step begins meanwhile (gzip, when built
  * with zlib); beside an application that keeps sending, a due batch is written at its
  * deadline and the reading is left to that application, with fewer and fewer looks, until it
- * stops; a node that is not connected or still
- * writing gets nothing and is not looked at again (no spin); a plan reset before the deadline
- * sends nothing; the spinning trylock gives up on a held lock after its time.
+ * stops; a node that is not connected or still writing gets nothing and is not looked at
+ * again (no spin); a plan reset before the deadline sends nothing; the spinning trylock gives
+ * up on a held lock after its time.
  */
 #define _GNU_SOURCE
 #include "kp_courier.h"
