@@ -75,7 +75,7 @@ static void wake(kp_courier *c)
 }
 
 /* With mu held: wakes the thread for a new plan or offer, unless it looks again within
- * KP_COURIER_WAIT_MAX_US anyway (it leaves the steps to a sending application in such
+ * KP_COURIER_WAIT_MAX_US anyway (it leaves the reading to a sending application in such
  * short sleeps, and each step arms it: a write(2) and a wake-up per step would be spent). */
 static void kick(kp_courier *c)
 {
