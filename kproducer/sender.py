@@ -198,9 +198,9 @@ class Sender:
         # stays held: nobody else steps any more.
         with self._step_lock:
             self._step_owner = threading.get_ident()
-            while not self.force_close and (self.acc.queued_batches() or self._in_flight_batches()):
+            while self._closing_has_work():
                 self._step_safely()
-                if self.force_close or not (self.acc.queued_batches() or self._in_flight_batches()):
+                if not self._closing_has_work():
                     break       # the step settled the last: no step is wanted to wake this
                 self.turn.wait()
             if self.force_close:
@@ -213,6 +213,10 @@ class Sender:
             self.turn.close()
             self.client.close()
         log.debug("sender thread stopped")
+
+    def _closing_has_work(self) -> bool:
+        """A graceful close goes on while batches are queued or in flight."""
+        return not self.force_close and bool(self.acc.queued_batches() or self._in_flight_batches())
 
     def _io_turn(self) -> None:
         """One turn of the I/O thread: wait, without the GIL, until the watcher hands it a
