@@ -197,6 +197,10 @@ class RecordAccumulator:
     def availability_timeout_ms(self) -> int: ...
     flushes_in_progress: int
     closed: bool
+    # The open transaction's number (0: not transactional) and whether a partition's first
+    # batch in it asks for a step at once (transactions.py sets both).
+    txn_generation: int
+    txn_add_step: bool
     @property
     def last_need(self) -> int: ...
     @property

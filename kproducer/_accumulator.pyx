@@ -20,7 +20,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.unicode cimport PyUnicode_Check
 from cpython.long cimport PyLong_CheckExact
 from cpython.number cimport PyIndex_Check
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uintptr_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uintptr_t
 from libc.stdlib cimport calloc, free, realloc
 
 from cpython.ref cimport PyObject

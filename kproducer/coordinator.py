@@ -131,11 +131,14 @@ class CoordinatorRequests:
         self._find_attempts = 0
         self._find_retry_at = 0
 
-    def enqueue(self, handler: Handler) -> None:
+    def enqueue(self, handler: Handler, wake: bool = True) -> None:
+        """Queues ``handler``; ``wake``: wake the Sender (False from its own step, which
+        runs the queue next)."""
         with self._lock:
             self._queue.append(handler)
             self._queue.sort(key=lambda h: h.priority)
-        self.client.wakeup()
+        if wake:
+            self.client.wakeup()
 
     def pending(self) -> bool:
         return bool(self._queue) or self._in_flight is not None

@@ -333,13 +333,18 @@ class Sender:
             now = self.time.mono_ms()
             wall = self.time.wall_ms()
         cap = self._maybe_update_metadata(now, wall)
+        muted = self.muted
+        if self.txn is not None:
+            # Partitions new to the transaction wait for AddPartitionsToTxn, asked for here,
+            # before the coordinator runs, so that the request goes out in this step.
+            muted = self.txn.unsendable(self.acc.partitions_with_batches(), muted)
         if self.coordinator.pending():
             cap = min(cap, self.coordinator.run(now))
         if self.idempotent and not self._maybe_init_producer_id(now):
             cap = min(cap, 50)
             timeout = self._expire(wall, cap)
         else:
-            timeout = min(cap, self._send_producer_data(now, wall))
+            timeout = min(cap, self._send_producer_data(now, wall, muted))
         now = self.time.mono_ms()
         # What the first poll handled was seen above (its consequences drained, their
         # deadlines in ``timeout``); what the second one handled was not: step again at once.
@@ -473,12 +478,9 @@ class Sender:
             return -1 if node is None else node.node_id
         return leader_of
 
-    def _send_producer_data(self, now: int, wall: int) -> int:
+    def _send_producer_data(self, now: int, wall: int, muted: set) -> int:
+        """ready -> drain -> Produce requests, but not to ``muted`` partitions."""
         leader_of = self._leader_of_fn()
-        muted = self.muted
-        if self.txn is not None:
-            # Partitions not yet added to the transaction wait for AddPartitionsToTxn.
-            muted = self.txn.unsendable(self.acc.partitions_with_batches(), muted)
         ready, next_delay, unknown = self.acc.ready(leader_of, wall, muted)
         if unknown:
             for topic in unknown:

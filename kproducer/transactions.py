@@ -217,6 +217,11 @@ class TransactionManager:
         self.new_partitions.clear()
         self.pending_partitions.clear()
         self.started = False
+        # The accumulator asks for a step when a partition starts its first batch of this
+        # transaction, so that AddPartitionsToTxn goes out with the first records.
+        acc = self.sender.acc
+        acc.txn_generation = (acc.txn_generation + 1) & 0xFFFFFFFF or 1
+        acc.txn_add_step = True
         self._transition(S.IN_TRANSACTION)
 
     def begin_commit(self) -> TxnResult:
@@ -293,7 +298,11 @@ class TransactionManager:
             self.new_partitions.update(new)
             self.pending_partitions.update(self.new_partitions)
             parts, self.new_partitions = self.new_partitions, set()
-            self.requests.enqueue(_AddPartitions(self, TxnResult("AddPartitionsToTxn"), parts))
+            # No wakeup: the step that asks runs the coordinator next.
+            self.requests.enqueue(_AddPartitions(self, TxnResult("AddPartitionsToTxn"), parts),
+                                  wake=False)
+            # Partitions new meanwhile wait for the step that reads its response.
+            self.sender.acc.txn_add_step = False
         blocked = self.new_partitions | self.pending_partitions
         if new and self.state not in (S.IN_TRANSACTION, S.COMMITTING):
             blocked = blocked | set(new)
@@ -448,6 +457,8 @@ class _AddPartitions(_TxnHandler):
         if self.partitions:
             return retry if retry is not None else ErrorCode.CONCURRENT_TRANSACTIONS
         self.result.succeed()
+        if not txn.pending_partitions:
+            txn.sender.acc.txn_add_step = True
         txn.sender.wakeup()
         return None
 

@@ -219,6 +219,37 @@ def test_partitions_are_added_before_their_first_batch_is_sent(proxied_broker):
     assert view_values(committed_view(broker.bootstrap, "t")) == {0: [b"a"], 1: [b"a", b"b"], 2: [b"b"], 3: [b"b"]}
 
 
+def test_a_partition_is_added_with_the_transactions_first_record_not_a_linger_later(broker):
+    """As Java's send() wakes its Sender for a new batch: AddPartitionsToTxn goes out when a
+    partition starts its first batch of the transaction, so that its batches are sendable
+    when linger.ms is over, not a round trip after (here linger.ms is a minute: the old
+    producer asked only when a batch was due)."""
+    broker.create_topic("early", 4)
+    p = txn_producer(broker.bootstrap, "early-1", linger_ms=60_000, delivery_timeout_ms=180_000)
+    try:
+        p.partitions_for("early")
+        for round_ in range(2):              # each transaction adds its partitions afresh
+            p.begin_transaction()
+            p.send("early", b"x%d" % round_, partition=0)
+            _wait_added(p, {("early", 0)})
+            p.send("early", b"y%d" % round_, partition=0)    # a second record, same batch
+            p.send("early", b"z%d" % round_, partition=3)
+            _wait_added(p, {("early", 0), ("early", 3)})
+            p.commit_transaction(timeout=20)
+    finally:
+        p.close()
+    assert committed_values(broker.bootstrap, "early") == {0: [b"x0", b"y0", b"x1", b"y1"], 3: [b"z0", b"z1"]}
+
+
+def _wait_added(p, partitions, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not partitions <= p._txn.partitions_in_txn:
+        assert time.monotonic() < deadline, (
+            f"{sorted(partitions - p._txn.partitions_in_txn)} not added to the transaction "
+            f"within {timeout} s of their first record")
+        time.sleep(0.002)
+
+
 # -- fencing ------------------------------------------------------------------------------
 
 def test_a_second_instance_fences_the_first_and_aborts_its_transaction(broker):

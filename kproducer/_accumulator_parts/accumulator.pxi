@@ -10,6 +10,10 @@ cdef class _TopicState:
     # partition -> the courier's slot in its current plan (-1: none; courier.pxi)
     cdef int32_t *courier_slot
     cdef int32_t slots
+    # partition -> the accumulator's txn_generation when a batch of it was last started
+    # (a partition new to the open transaction asks for a step: RecordAccumulator._place)
+    cdef uint32_t *txn_mark
+    cdef int32_t marks
 
     def __cinit__(self, str topic, rng, bint adaptive):
         self.topic = topic
@@ -20,6 +24,7 @@ cdef class _TopicState:
 
     def __dealloc__(self):
         free(self.courier_slot)
+        free(self.txn_mark)
 
     cdef int ensure_slots(self) except -1:
         cdef int32_t *grown
@@ -34,6 +39,23 @@ cdef class _TopicState:
         self.courier_slot = grown
         self.slots = self.num_partitions
         return 0
+
+    cdef int first_in_txn(self, int32_t p, uint32_t generation) except -1:
+        """1 the first time partition p starts a batch in transaction ``generation``."""
+        cdef uint32_t *grown
+        cdef int32_t q
+        if p >= self.marks:
+            grown = <uint32_t *>realloc(self.txn_mark, self.num_partitions * sizeof(uint32_t))
+            if grown == NULL:
+                raise MemoryError()
+            for q in range(self.marks, self.num_partitions):
+                grown[q] = 0
+            self.txn_mark = grown
+            self.marks = self.num_partitions
+        if self.txn_mark[p] == generation:
+            return 0
+        self.txn_mark[p] = generation
+        return 1
 
 
 cdef class RecordAccumulator:
@@ -79,6 +101,13 @@ cdef class RecordAccumulator:
     # BatchResults of batches not yet completed: flush() waits for a snapshot of these.
     cdef readonly set incomplete
     cdef object _retry_backoff    # for reenqueue without a backoff (split batches): no jitter
+    # A transactional producer's (transactions.py): the open transaction's number (0: none),
+    # and whether a partition new to it asks for a step at once (none is being added):
+    # AddPartitionsToTxn goes out at the transaction's first records, as Java's does (its
+    # send() wakes the Sender for a new batch), not a linger.ms later, when the first
+    # batches are sendable and would wait a round trip more for it.
+    cdef public uint32_t txn_generation
+    cdef public bint txn_add_step
 
     def __cinit__(self, *, Py_ssize_t batch_size=16384, Py_ssize_t batch_max_size=0, int64_t linger_ms=5, str compression="none",
                   compression_level=None, Py_ssize_t buffer_memory=33554432, bint ignore_keys=False,
@@ -318,6 +347,9 @@ cdef class RecordAccumulator:
             self.incomplete.add(b.result)
             if self.linger_ms < due[0]:
                 due[0] = self.linger_ms
+            if self.txn_generation and st.first_in_txn(p, self.txn_generation) and self.txn_add_step:
+                self.txn_add_step = False
+                due[0] = 0   # a step now adds the partition to the transaction
         if sticky:
             # A batch's worth went to this partition: the next unkeyed record chooses again.
             sp.produced_bytes += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + 8
