@@ -6,7 +6,8 @@
   producer's refused records leave RSS flat and release every buffer they borrowed.
 - Under the sanitizer build, LeakSanitizer over producer create/send/close cycles and the
   same codec cycles: tests/test_build.py (which builds it once) runs tests/_leak_cycles.py.
-- Threads, file descriptors and RSS across 200 producer lifecycles: tests/test_lifecycle.py.
+- Threads, file descriptors, the C and Python heaps across 200 producer lifecycles:
+  tests/test_lifecycle.py.
 """
 
 from __future__ import annotations

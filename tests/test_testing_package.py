@@ -29,7 +29,7 @@ def without_optional_packages(monkeypatch):
 def test_the_package_and_its_dependency_free_helpers_import(without_optional_packages):
     testing = without_optional_packages
     assert {"TansuBroker", "FaultProxy", "BlockingClient", "SaslGateway", "free_port"} <= set(testing.__all__)
-    for module in ("readback", "txnlog", "spark", "procfs", "client", "proxy", "sasl_gateway", "broker",
+    for module in ("readback", "txnlog", "spark", "procfs", "heap", "client", "proxy", "sasl_gateway", "broker",
                    "tls"):
         importlib.import_module(f"kproducer.testing.{module}")
 
