@@ -36,6 +36,7 @@ struct kp_turn {
     int64_t due_us;         /* the next deadline the last step named, -1: none */
     int64_t hint_us;        /* the earliest deadline named since the last step began, -1: none */
     uint64_t raised;
+    uint64_t steps_ended;   /* kp_turn_done calls (kp_turn_wait_step) */
     int64_t raised_at_us;   /* when pending was last raised (CLOCK_MONOTONIC) */
     uint64_t activity;      /* bumped by application threads as they send (kp_turn_touch) */
     uint64_t seen_activity; /* the I/O thread's last look at it (kp_turn_wait_io) */
@@ -330,6 +331,7 @@ void kp_turn_done(kp_turn *t, int64_t due_us)
     note_sends(t);
     t->due_us = due_us;
     t->io_wanted = 0;
+    __atomic_store_n(&t->steps_ended, t->steps_ended + 1, __ATOMIC_RELEASE);
     __atomic_store_n(&t->pending, 0, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&t->cv);
     /* A step nobody asked for (a closing Sender's) finds the watcher in poll(2) towards a
@@ -385,6 +387,30 @@ int kp_turn_wait(kp_turn *t, int timeout_ms)
     int r;
     pthread_mutex_lock(&t->mu);
     wait_for(t, 1, ms_to_us(timeout_ms));
+    r = t->pending;
+    pthread_mutex_unlock(&t->mu);
+    return r;
+}
+
+uint64_t kp_turn_steps_ended(const kp_turn *t)
+{
+    return __atomic_load_n(&t->steps_ended, __ATOMIC_ACQUIRE);
+}
+
+int kp_turn_wait_step(kp_turn *t, uint64_t seen, int timeout_ms)
+{
+    int r;
+    struct timespec until;
+    int64_t timeout_us = ms_to_us(timeout_ms);
+    pthread_mutex_lock(&t->mu);
+    if (timeout_us >= 0)
+        deadline_in(&until, timeout_us);
+    while (!t->pending && t->steps_ended == seen && !t->stop) {
+        if (timeout_us < 0)
+            pthread_cond_wait(&t->cv, &t->mu);
+        else if (pthread_cond_timedwait(&t->cv, &t->mu, &until) == ETIMEDOUT)
+            break;
+    }
     r = t->pending;
     pthread_mutex_unlock(&t->mu);
     return r;

@@ -58,6 +58,15 @@ void kp_turn_due_by(kp_turn *t, int64_t due_us);
 /* Waits up to timeout_ms (-1: no limit) for pending; returns 1 if pending. */
 int kp_turn_wait(kp_turn *t, int timeout_ms);
 
+/* How many steps have ended (kp_turn_done), and a wait for the next: up to timeout_ms (-1: no
+ * limit) until pending rises, a step ends after the count read as `seen`, or the turn stops;
+ * returns 1 if pending. For a thread that waits for what the steps settle (flush, a
+ * transaction's commit) and runs the wanted steps itself: it reads the count, then looks at
+ * what it waits for, then waits, so that a step another thread ends in between (the I/O
+ * thread's, when this one was descheduled past its grace) wakes it. */
+uint64_t kp_turn_steps_ended(const kp_turn *t);
+int kp_turn_wait_step(kp_turn *t, uint64_t seen, int timeout_ms);
+
 /* Waits up to timeout_ms (-1: no limit) for pending to clear (a step by another thread);
  * returns 1 if it is clear. */
 int kp_turn_wait_clear(kp_turn *t, int timeout_ms);

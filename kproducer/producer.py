@@ -352,6 +352,7 @@ class Producer:
         txn, deadline = self._txn_call("commit_transaction", timeout)
         res = txn.begin_commit()
         self._flush_for(txn, deadline, "commit_transaction")
+        self._sender.run_steps_until(lambda: res.done, deadline)    # EndTxn, as flush()
         res.wait(max(0.0, deadline - time.monotonic()))
 
     def abort_transaction(self, timeout=None) -> None:
@@ -360,6 +361,7 @@ class Producer:
         txn, deadline = self._txn_call("abort_transaction", timeout)
         res = txn.begin_abort()
         self._flush_for(txn, deadline, "abort_transaction")
+        self._sender.run_steps_until(lambda: res.done, deadline)
         res.wait(max(0.0, deadline - time.monotonic()))
 
     def prepare_transaction(self, timeout=None) -> PreparedTransaction:
@@ -440,24 +442,14 @@ class Producer:
         sender = self._sender
         if sender.in_step():
             return 0
-        stats, turn, acc = sender.stats, sender.turn, self._acc
+        stats, acc = sender.stats, self._acc
         before = stats["records_acked"] + stats["records_failed"]
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            turn.sent()             # this thread looks again: the watcher leaves it the steps
-            elsewhere = turn.pending and not sender.step_from_app()
-            settled = stats["records_acked"] + stats["records_failed"] - before
-            if settled or not acc.incomplete:
-                return settled
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return 0
-            if elsewhere:
-                # Another thread is mid-step, and needs the GIL back to finish it: wait
-                # without it until that step is done, never spin.
-                turn.wait_clear(1)
-            else:
-                turn.wait(100 if left is None else max(1, min(100, int(left * 1000))))
+
+        def settled() -> int:
+            return stats["records_acked"] + stats["records_failed"] - before
+        sender.run_steps_until(lambda: settled() or not acc.incomplete, deadline)
+        return settled()
 
     # -- flush, close, introspection ------------------------------------------------------
 
@@ -474,9 +466,20 @@ class Producer:
         pending = list(self._acc.incomplete)
         self._acc.flushes_in_progress += 1
         try:
-            self._sender.wakeup()
             deadline = None if timeout is None else time.monotonic() + timeout
-            for r in pending:
+            # This thread runs the steps itself (as poll() does): the first sends what the
+            # flush made sendable, the next read the answers.
+            first = 0
+
+            def flushed() -> bool:
+                nonlocal first
+                while first < len(pending) and pending[first].wait(0):
+                    first += 1
+                return first == len(pending)
+            self._sender.wakeup()           # a step under way elsewhere steps again
+            self._sender.step_from_app()    # sends what the flush made sendable, now
+            self._sender.run_steps_until(flushed, deadline)
+            for r in pending[first:]:      # the Sender is closing (its thread steps), or timeout
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if not r.wait(remaining):
                     left = sum(1 for x in pending if not x.done)

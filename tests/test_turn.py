@@ -171,6 +171,33 @@ def test_wait_clear_returns_when_another_thread_finishes_the_step(pipe):
         t.close()
 
 
+def test_wait_step_returns_when_a_step_ends_after_the_count_it_was_given(pipe):
+    """The waits of flush() and commit: a step another thread ends after the count was read
+    wakes the waiter, one that ended before it does not (its settlements were looked at)."""
+    t = SenderTurn(pipe[0])
+    try:
+        seen = t.steps_ended
+        t.begin()
+        t.done(-1)                              # ended after `seen` was read: no wait
+        assert t.steps_ended == seen + 1
+        t0 = time.monotonic()
+        assert not t.wait_step(seen, 5000) and time.monotonic() - t0 < 1.0
+        seen = t.steps_ended
+        t0 = time.monotonic()
+        assert not t.wait_step(seen, 50)        # nothing happens: the whole timeout
+        assert time.monotonic() - t0 >= 0.045
+        threading.Timer(0.02, lambda: (t.begin(), t.done(-1))).start()
+        t0 = time.monotonic()
+        assert not t.wait_step(seen, 5000)      # another thread's step ends it
+        assert 0.015 <= time.monotonic() - t0 < 2.5 and t.steps_ended == seen + 1
+        seen = t.steps_ended
+        threading.Timer(0.02, t.wake).start()
+        assert t.wait_step(seen, 5000)          # a step wanted ends it too: True
+    finally:
+        t.close()
+    assert t.steps_ended == 0 and not t.wait_step(0, 10)    # closed: harmless
+
+
 def _send_and_step(t, every_s, times):
     """An application thread that sends every ``every_s`` seconds (or more, on a busy
     machine) and runs the wanted step at each send."""

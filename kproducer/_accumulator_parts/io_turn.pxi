@@ -123,6 +123,21 @@ cdef class SenderTurn:
             r = kp_turn_wait_io(self.t, grace_ms)
         return r != 0
 
+    @property
+    def steps_ended(self):
+        """How many steps have ended (read before looking at what a wait_step waits for)."""
+        return 0 if self.t == NULL else kp_turn_steps_ended(self.t)
+
+    def wait_step(self, uint64_t seen, int timeout_ms=-1):
+        """Waits without the GIL up to ``timeout_ms`` (-1: no limit) until a step is wanted
+        or one ends after ``steps_ended`` read ``seen``; True if one is wanted."""
+        cdef int r
+        if self.t == NULL:
+            return False
+        with nogil:
+            r = kp_turn_wait_step(self.t, seen, timeout_ms)
+        return r != 0
+
     def wait_clear(self, int timeout_ms=-1):
         """Waits without the GIL up to ``timeout_ms`` (-1: no limit) until no step is wanted
         (another thread ran it); True if none is."""

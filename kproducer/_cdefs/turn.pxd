@@ -14,6 +14,8 @@ cdef extern from "kp_turn.h" nogil:
     void kp_turn_due_by(kp_turn *t, int64_t due_us)
     int kp_turn_wait(kp_turn *t, int timeout_ms)
     int kp_turn_wait_clear(kp_turn *t, int timeout_ms)
+    uint64_t kp_turn_steps_ended(const kp_turn *t)
+    int kp_turn_wait_step(kp_turn *t, uint64_t seen, int timeout_ms)
     void kp_turn_touch(kp_turn *t)
     int kp_turn_wait_io(kp_turn *t, int grace_ms)
     int64_t kp_turn_grace_us(const kp_turn *t, int floor_ms)
