@@ -36,7 +36,9 @@ splits, metadata, idempotence and sequence resets, transactions.
 Whose turn: a step runs on whichever thread gets there first with the GIL. ``send()``,
 ``send_many()`` and ``Producer.poll()`` (which hold the GIL already) check ``turn.pending`` --
 one load -- and run the step themselves, so acknowledgements never wait for the I/O thread to
-get the GIL from a busy application (the interpreter's 5 ms switch interval). The I/O thread
+get the GIL from a busy application (the interpreter's 5 ms switch interval). A thread that
+waits for what the steps settle (``flush()``, a transaction's commit, ``poll(timeout)``) runs
+them itself until it is settled (:meth:`run_steps_until`). The I/O thread
 sleeps without the GIL until the watcher hands it a step that no sending thread ran within its
 grace (so a step the application runs wakes no Python thread), and only ever *tries* the step
 lock: a thread that held it while waiting for the GIL would stop every other thread from
