@@ -100,6 +100,7 @@ class Compressor:
 
 @disjoint_base
 class BufferPool:
+    run_steps_until: Optional[Callable[[Callable[[], Any], Optional[float]], Any]]
     @property
     def available(self) -> int: ...
     @property

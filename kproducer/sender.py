@@ -149,6 +149,7 @@ class Sender:
         self.turn = SenderTurn(client.selector.fileno())
         accumulator.turn = self.turn
         accumulator.step = self.step_from_app
+        accumulator.pool.run_steps_until = self.run_steps_until
         self._step_lock = threading.Lock()
         self._step_owner = None
         # The last step asked for the next at once (run_steps_until runs it without waiting

@@ -10,6 +10,10 @@ cdef class BufferPool:
     cdef readonly int waiters
     cdef object _cond
     cdef list _listeners      # add_listener's, until the next release
+    # Sender.run_steps_until (set by the Sender): a thread that waits for memory runs the
+    # steps that free it, as flush() does, rather than leave them to the watcher's grace for
+    # a thread that has just sent and then to the I/O thread (a millisecond or more each).
+    cdef public object run_steps_until
 
     def __cinit__(self, Py_ssize_t total):
         self.total = total
@@ -29,8 +33,14 @@ cdef class BufferPool:
         if n > self.total:
             raise KafkaError(f"a batch of {n} bytes can never fit buffer.memory={self.total}")
         deadline = time.monotonic() + timeout_s
-        with self._cond:
-            self.waiters += 1
+        if self.run_steps_until is not None and self.used + n > self.total:
+            self.waiters += 1       # meanwhile every batch is sendable (RecordAccumulator.ready)
+            try:
+                self.run_steps_until(lambda: self.used + n <= self.total, deadline)
+            finally:
+                self.waiters -= 1
+        with self._cond:            # at once when there is room; else the timeout, or a
+            self.waiters += 1       # closing Sender's steps (run_steps_until returns then)
             try:
                 while self.used + n > self.total:
                     remaining = deadline - time.monotonic()
