@@ -191,12 +191,17 @@ def test_partitions_are_added_before_their_first_batch_is_sent(proxied_broker):
         p.partitions_for("t")        # metadata first: a send that waits for it meets a step
         p.begin_transaction()
         _idle(p)
-        for part in (0, 1):
-            p.send("t", b"a", partition=part)
+        # The first batch of a partition new to the transaction asks for a step at once; one
+        # that ran between two sends (a thread descheduled between them) would add the
+        # partitions one request each. Holding the step lock, the sends meet none.
+        with p._sender._step_lock:
+            for part in (0, 1):
+                p.send("t", b"a", partition=part)
         p.flush(timeout=20)
         _idle(p)
-        for part in (1, 2, 3):       # 1 is in the transaction already, 2 and 3 are new
-            p.send("t", b"b", partition=part)
+        with p._sender._step_lock:
+            for part in (1, 2, 3):   # 1 is in the transaction already, 2 and 3 are new
+                p.send("t", b"b", partition=part)
         p.commit_transaction(timeout=20)
     finally:
         p.close()
