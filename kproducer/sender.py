@@ -275,7 +275,11 @@ class Sender:
         GIL instead, this thread left each step to the watcher's grace for a thread that had
         just sent (it waits in a futex, as one queued for the GIL does) and then to the I/O
         thread: a millisecond or more per response. Returns at once when the Sender is
-        closing (its own thread steps then; the caller waits as it would otherwise)."""
+        closing (its own thread steps then; the caller waits as it would otherwise), or
+        from a delivery callback (the step it runs in is this thread's: a send there that
+        waits for memory can only wait, as it did)."""
+        if self.in_step():
+            return done()
         turn = self.turn
         while self.running:
             turn.sent()             # this thread looks again: the watcher leaves it the steps
