@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kproducer import KafkaError, Producer
+from kproducer import KafkaError, KafkaTimeoutError, Producer
 from kproducer.testing.readback import read_back
 
 
@@ -134,6 +134,39 @@ def test_a_send_waiting_for_memory_runs_the_steps_that_free_it(broker):
     assert on["sender"] >= n * 0.4, f"{on['sender']} of {n} callbacks ran on the sending thread"
     got = read_back(broker.bootstrap, "memory", timeout=60)
     assert sorted(m.value[:6] for ms in got.values() for m in ms) == [b"%06d" % i for i in range(n)]
+
+
+def test_a_send_from_a_callback_that_waits_for_memory_waits_without_spinning(broker):
+    """A delivery callback runs inside a step; a send there that finds buffer.memory full
+    can only wait (the steps that would free it wait for this one) and time out after
+    max.block.ms. It waits without the GIL, as it always did: stepping from there (the wait
+    of a send outside a callback) would find the step raised and its own, again and again."""
+    broker.create_topic("full", 1)
+    seen = {}
+
+    def fill_then_wait(err, md):
+        if seen:
+            return
+        seen["err"] = err
+        t0, c0 = time.monotonic(), time.thread_time()     # this thread's, whichever steps
+        try:
+            for _ in range(100):             # 100 KB into 32 KiB: the pool fills on the way
+                p.send("full", b"y" * 1000)
+        except KafkaTimeoutError as exc:
+            seen["timeout"] = exc
+        seen["wall"] = time.monotonic() - t0
+        seen["cpu"] = time.thread_time() - c0
+    with Producer(bootstrap_servers=broker.bootstrap, buffer_memory=32 * 1024,
+                  batch_size=16 * 1024, linger_ms=0, max_block_ms=500) as p:
+        p.partitions_for("full")
+        p.send("full", b"first", on_delivery=fill_then_wait)
+        deadline = time.monotonic() + 30
+        while "wall" not in seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen.get("err") is None and "timeout" in seen, seen
+        assert "buffer.memory" in str(seen["timeout"])
+        # Spinning, the callback's thread would have run for about the whole wait.
+        assert seen["wall"] >= 0.4 and seen["cpu"] < seen["wall"] / 2, seen
 
 
 def test_poll_from_a_callback_returns_0_and_bad_use_is_refused(broker):
