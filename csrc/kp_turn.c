@@ -369,12 +369,14 @@ static int64_t ms_to_us(int timeout_ms)
 }
 
 /* Waits with mu held until pending == want (or stop), up to timeout_us (-1: no limit). */
-static void wait_for(kp_turn *t, int want, int64_t timeout_us)
+/* With mu held: waits up to timeout_us (-1: no limit) until pending is `want`, the turn
+ * stops, or (seen not NULL) a step ends after steps_ended read *seen. */
+static void wait_for(kp_turn *t, int want, const uint64_t *seen, int64_t timeout_us)
 {
     struct timespec until;
     if (timeout_us >= 0)
         deadline_in(&until, timeout_us);
-    while (t->pending != want && !t->stop) {
+    while (t->pending != want && !(seen && t->steps_ended != *seen) && !t->stop) {
         if (timeout_us < 0)
             pthread_cond_wait(&t->cv, &t->mu);
         else if (pthread_cond_timedwait(&t->cv, &t->mu, &until) == ETIMEDOUT)
@@ -386,7 +388,7 @@ int kp_turn_wait(kp_turn *t, int timeout_ms)
 {
     int r;
     pthread_mutex_lock(&t->mu);
-    wait_for(t, 1, ms_to_us(timeout_ms));
+    wait_for(t, 1, NULL, ms_to_us(timeout_ms));
     r = t->pending;
     pthread_mutex_unlock(&t->mu);
     return r;
@@ -400,17 +402,8 @@ uint64_t kp_turn_steps_ended(const kp_turn *t)
 int kp_turn_wait_step(kp_turn *t, uint64_t seen, int timeout_ms)
 {
     int r;
-    struct timespec until;
-    int64_t timeout_us = ms_to_us(timeout_ms);
     pthread_mutex_lock(&t->mu);
-    if (timeout_us >= 0)
-        deadline_in(&until, timeout_us);
-    while (!t->pending && t->steps_ended == seen && !t->stop) {
-        if (timeout_us < 0)
-            pthread_cond_wait(&t->cv, &t->mu);
-        else if (pthread_cond_timedwait(&t->cv, &t->mu, &until) == ETIMEDOUT)
-            break;
-    }
+    wait_for(t, 1, &seen, ms_to_us(timeout_ms));
     r = t->pending;
     pthread_mutex_unlock(&t->mu);
     return r;
@@ -420,7 +413,7 @@ int kp_turn_wait_clear(kp_turn *t, int timeout_ms)
 {
     int r;
     pthread_mutex_lock(&t->mu);
-    wait_for(t, 0, ms_to_us(timeout_ms));
+    wait_for(t, 0, NULL, ms_to_us(timeout_ms));
     r = !t->pending;
     pthread_mutex_unlock(&t->mu);
     return r;
@@ -520,7 +513,7 @@ static void hand_over(kp_turn *t)
         /* An attached event loop was woken (raise_locked) and runs the step on its own
          * thread; the I/O thread steps only if the loop is held up past its grace. */
         t->seen_activity = a;
-        wait_for(t, 0, ms_to_us(t->loop_grace_ms));
+        wait_for(t, 0, NULL, ms_to_us(t->loop_grace_ms));
     } else if (a != t->seen_activity) {
         t->seen_activity = a;
         /* A sender asleep in the kernel (time.sleep, a socket) will not step before
@@ -540,7 +533,7 @@ static void hand_over(kp_turn *t)
                 if (left > KP_TURN_SENDER_LOOK_US)
                     left = KP_TURN_SENDER_LOOK_US;
             }
-            wait_for(t, 0, left);
+            wait_for(t, 0, NULL, left);
         }
     }
     if (t->pending && !t->stop) {

@@ -173,9 +173,9 @@ def _request_body(frame: bytes, cls):
 
 
 def _idle(p, timeout=10.0):
-    """Waits until the producer's Sender wants no step and has nothing in flight: the next
-    sends then meet no step between them (a send() runs a step that is wanted, as Java's
-    Sender thread may run between two sends; the batching asserted below needs none)."""
+    """Waits until the producer's Sender wants no step and has nothing in flight (a send()
+    runs a step that is wanted, as Java's Sender thread may run between two sends; the
+    batching asserted below needs none: the test also holds the step lock over its sends)."""
     deadline = time.monotonic() + timeout
     while p._sender.turn.pending or p._sender._in_flight_batches() or p._sender.coordinator.pending():
         assert time.monotonic() < deadline, "the producer did not go idle"
