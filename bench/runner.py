@@ -243,6 +243,37 @@ def _client_run(cluster: Cluster, module: str, spec: dict, row: dict, n: int, ti
     row["ok"] = not problems
 
 
+def alternating(names: list[str], round_no: int) -> list[str]:
+    """The clients' order in round ``round_no``: as given, then reversed, and so on. The
+    broker of a scenario keeps every record of it (memory storage) and the machine drifts,
+    so the client that always ran first (on the emptiest broker) or right after another was
+    measured differently from the rest (full18's 1 KiB runs: the broker's CPU per record
+    rose 3.6 -> 5.6 us over a scenario's rounds)."""
+    return list(names) if round_no % 2 == 0 else list(reversed(names))
+
+
+def producer_runs(cluster: Cluster, scenario, names: list[str], sizes, args,
+                  progress) -> list[dict]:
+    """Every client of ``names`` ``args.repeat`` times on the scenario's broker, the rounds
+    alternating the clients' order (:func:`alternating`)."""
+    rows = []
+    for rep in range(args.repeat):
+        for client in alternating(names, rep):
+            n = sizes.for_client(scenario, client in clients.SLOW_CLIENTS)
+            progress.show(f"{scenario.name}: {client}, {n:,} records"
+                          + (f" (repeat {rep + 1})" if args.repeat > 1 else ""))
+            try:
+                row = producer_run(cluster, scenario, client, n, args, rep)
+            except Exception as exc:   # e.g. the topic could not be created
+                row = {"scenario": scenario.name, "client": client, "rep": rep, "records": n,
+                       "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            rows.append(row)
+            progress.step()
+            if not row["ok"]:
+                print(f"\nFAILED {scenario.name} / {client}: {row['error']}", file=sys.stderr)
+    return rows
+
+
 def latency_runs(cluster: Cluster, names: list[str], seconds: float, repeat: int,
                  progress) -> list[dict]:
     """Each (rate, loop) of :data:`bench.latency.PLAN` ``repeat`` times for every client, the
@@ -255,7 +286,7 @@ def latency_runs(cluster: Cluster, names: list[str], seconds: float, repeat: int
     for rate, loop in latency.PLAN:
         for rep in range(repeat):
             row_clients = latency.clients_for(loop, names)
-            order = row_clients if turn % 2 == 0 else list(reversed(row_clients))
+            order = alternating(row_clients, turn)
             turn += 1
             for client in order:
                 n = latency.records_for(rate, seconds)
@@ -294,8 +325,7 @@ def asyncio_runs(cluster: Cluster, names: list[str], sizes, repeat: int, progres
     scenario's fraction of the records."""
     rows = []
     for rep in range(repeat):
-        order = names if rep % 2 == 0 else list(reversed(names))
-        for client in order:
+        for client in alternating(names, rep):
             n = sizes.for_client(scenarios.BASE, client in aio.SLOW_CLIENTS)
             progress.show(f"asyncio: {client}, {n:,} records, {aio.TASKS} tasks"
                           + (f" (repeat {rep + 1})" if repeat > 1 else ""))
@@ -340,10 +370,10 @@ def _loop_alone(cluster: Cluster, sizes, rep: int, progress) -> dict:
 # ---- the Spark scenario -------------------------------------------------------------------
 
 def spark_runs(cluster: Cluster, rows: int, args) -> list[dict]:
-    """Every recipe ``args.repeat`` times, round-robin, in one Spark process; then each
-    run's topic is read back."""
+    """Every recipe ``args.repeat`` times, the rounds alternating their order
+    (:func:`alternating`), in one Spark process; then each run's topic is read back."""
     runs = [{"recipe": r, "rep": rep, "topic": cluster.new_topic(f"spark-{r}"), "warm_up": rep == 0}
-            for rep in range(args.repeat) for r in spark_recipes.RECIPES]
+            for rep in range(args.repeat) for r in alternating(spark_recipes.RECIPES, rep)]
     # One untimed pass of the whole DataFrame per recipe first, each to a topic of its own:
     # the JVM compiles the scan, the Arrow conversion and the Python runner's paths as it
     # goes, and the first pass of each recipe ran up to 25 % slower than the later ones.
@@ -452,21 +482,9 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
             scenario = scenarios.by_name(name)
             cluster.start_scenario(name)
             try:
-                # Repeats go round all clients, so slow drifts of the machine hit all alike.
-                for rep in range(args.repeat):
-                    for client in (c for s, c in plan if s is scenario):
-                        n = sizes.for_client(scenario, client in clients.SLOW_CLIENTS)
-                        progress.show(f"{name}: {client}, {n:,} records"
-                                      + (f" (repeat {rep + 1})" if args.repeat > 1 else ""))
-                        try:
-                            row = producer_run(cluster, scenario, client, n, args, rep)
-                        except Exception as exc:   # e.g. the topic could not be created
-                            row = {"scenario": name, "client": client, "rep": rep, "records": n,
-                                   "ok": False, "error": f"{type(exc).__name__}: {exc}"}
-                        results["runs"].append(row)
-                        progress.step()
-                        if not row["ok"]:
-                            print(f"\nFAILED {name} / {client}: {row['error']}", file=sys.stderr)
+                results["runs"] += producer_runs(
+                    cluster, scenario, [c for s, c in plan if s is scenario], sizes, args,
+                    progress)
             finally:
                 cluster.end_scenario()
         if latency_on:

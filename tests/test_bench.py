@@ -158,6 +158,44 @@ def test_verify_reports_lost_duplicated_and_stray_records(broker):
     assert "unexpected values (indices [50]" in bad["error"] and "0 warm-up records" in bad["error"]
 
 
+def test_producer_rounds_alternate_the_clients_order(monkeypatch):
+    """Each round of a producer scenario runs its clients in the order opposite to the last
+    (the scenario's broker keeps every record, so a fixed order measured each client on a
+    broker in its own state), every client in every round, a failed start recorded."""
+    from bench import runner
+    ran = []
+
+    def fake_run(cluster, scenario, client, n, args, rep):
+        ran.append((rep, client))
+        if client == "c" and rep == 2:
+            raise RuntimeError("no topic")
+        return {"scenario": scenario.name, "client": client, "rep": rep, "ok": True}
+
+    class Progress:
+        steps = 0
+
+        def show(self, text):
+            pass
+
+        def step(self):
+            Progress.steps += 1
+
+    class Args:
+        repeat = 3
+
+    monkeypatch.setattr(runner, "producer_run", fake_run)
+    scenario = scenarios.by_name("base")
+    rows = runner.producer_runs(None, scenario, ["a", "b", "c"], scenarios.QUICK, Args,
+                                Progress())
+    assert ran == [(0, "a"), (0, "b"), (0, "c"), (1, "c"), (1, "b"), (1, "a"),
+                   (2, "a"), (2, "b"), (2, "c")]
+    assert Progress.steps == 9 and len(rows) == 9
+    assert [r["ok"] for r in rows].count(False) == 1
+    assert "RuntimeError: no topic" in rows[-1]["error"]
+    assert runner.alternating(("x", "y"), 0) == ["x", "y"]
+    assert runner.alternating(("x", "y"), 5) == ["y", "x"]
+
+
 def _latency_row(client, rep, p50, p99, counts, ok=True, rate=10_000, loop="busy"):
     return {"scenario": scenarios.LATENCY, "client": client, "rate": rate, "loop": loop,
             "rep": rep, "ok": ok, "error": None if ok else "read-back: 3 records missing",
