@@ -21,8 +21,10 @@ def test_unknown_topic_needs_metadata():
 
 def test_ready_waits_for_linger_unless_full():
     acc = _acc()
-    now = wall_clock_ms()
     acc.append("t", 0, None, b"v", None, None, None)
+    # Read after the append: the batch's creation time is the append's millisecond, so a clock
+    # read before it could be a millisecond earlier (linger 51 ms away under the sanitizers).
+    now = wall_clock_ms()
     nodes, delay, unknown = acc.ready(leader, now)
     assert nodes == set() and 0 < delay <= 50 and unknown == set()
     assert acc.ready(leader, now + 60)[0] == {7}                 # lingered long enough
