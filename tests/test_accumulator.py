@@ -53,8 +53,8 @@ def test_each_partition_lingers_on_its_own_clock():
     # along before their own linger.ms (librdkafka's rule, not Java's riders); ready() still
     # names the soonest of their waits, so the step that leaves them wakes for them.
     acc = _acc()
-    now = wall_clock_ms()
     acc.append("t", 0, None, b"v", None, None, None)             # lingering
+    now = wall_clock_ms()                  # after the append: its batch's creation millisecond
     for _ in range(20):                                          # partition 1 past batch.size
         acc.append("t", 1, None, b"x" * 100, None, None, None)
     nodes, delay, _ = acc.ready(leader, now)
