@@ -368,7 +368,6 @@ static int64_t ms_to_us(int timeout_ms)
     return timeout_ms < 0 ? -1 : (int64_t)timeout_ms * 1000;
 }
 
-/* Waits with mu held until pending == want (or stop), up to timeout_us (-1: no limit). */
 /* With mu held: waits up to timeout_us (-1: no limit) until pending is `want`, the turn
  * stops, or (seen not NULL) a step ends after steps_ended read *seen. */
 static void wait_for(kp_turn *t, int want, const uint64_t *seen, int64_t timeout_us)
