@@ -1,6 +1,7 @@
 /* kp_courier.c - see kp_courier.h. */
 #define _GNU_SOURCE
 #include "kp_courier.h"
+#include "kp_clock.h"
 #include "kp_compress.h"
 #include "kp_endian.h"
 #include "kp_produce.h"
@@ -60,13 +61,6 @@ struct kp_courier {
     int64_t deferred_us;        /* the last wait left to that application (0: it had not sent) */
 };
 
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void wake(kp_courier *c)
 {
     uint64_t one = 1;
@@ -79,7 +73,7 @@ static void wake(kp_courier *c)
  * short sleeps, and each step arms it: a write(2) and a wake-up per step would be spent). */
 static void kick(kp_courier *c)
 {
-    if (c->sleeping && (c->sleep_until < 0 || c->sleep_until > now_us() + KP_COURIER_WAIT_MAX_US))
+    if (c->sleeping && (c->sleep_until < 0 || c->sleep_until > kp_mono_us() + KP_COURIER_WAIT_MAX_US))
         wake(c);
 }
 
@@ -270,7 +264,8 @@ static int send_node(kp_courier *c, int32_t n, int64_t now)
     (void)pl->io->flush(pl->selector, node->conn_id);
     int32_t ri = (int32_t)c->n_requests++;
     c->requests[ri] = (kp_courier_request){
-        .node = n, .correlation_id = cid, .send_ms = now / 1000, .whole = 0, .answered = 0,
+        .node = n, .correlation_id = cid, .send_us = kp_mono_us(), .answer_us = -1, .whole = 0,
+        .answered = 0,
     };
     for (size_t k = 0; k < n_chosen; k++) {
         kp_courier_batch *b = &c->batches[c->chosen[k]];
@@ -379,6 +374,7 @@ static int settle_response(kp_courier *c, int32_t ri, const uint8_t *frame, size
         b->log_append_time_ms = c->results[k].log_append_time_ms;
     }
     req->answered = 1;
+    req->answer_us = kp_mono_us();  /* the read was just now (read_node): its round trip ends */
     return 1;
 }
 
@@ -472,7 +468,7 @@ static int64_t defer_to_sender(kp_courier *c, int64_t now)
 static int64_t look(kp_courier *c, size_t *npfds)
 {
     const kp_courier_plan *pl = &c->plan;
-    int64_t now = now_us(), next = -1;
+    int64_t now = kp_mono_us(), next = -1;
     *npfds = 0;
     __atomic_add_fetch(&c->looks, 1, __ATOMIC_RELAXED);
     int work = 0;
@@ -494,7 +490,7 @@ static int64_t look(kp_courier *c, size_t *npfds)
          * the step that armed the courier ended, since kp_turn_done clears pending). */
         (void)pl->io->wakeup(pl->selector);
 
-    now = now_us();
+    now = kp_mono_us();
     size_t k = 1;
     if (c->cap_pfds < c->n_nodes + 1) {
         struct pollfd *p = realloc(c->pfds, (c->n_nodes + 1) * sizeof *p);
@@ -552,7 +548,7 @@ static void *run(void *arg)
         int64_t next = c->armed ? look(c, &npfds) : -1;
         struct timespec ts, *timeout = NULL;
         if (next >= 0) {
-            int64_t left = next - now_us();
+            int64_t left = next - kp_mono_us();
             if (left <= 0)
                 continue;
             ts.tv_sec = (time_t)(left / 1000000);
@@ -658,14 +654,14 @@ int kp_courier_trylock_spin(kp_courier *c, int64_t spin_us)
 {
     if (pthread_mutex_trylock(&c->mu) == 0)
         return 1;
-    int64_t until = now_us() + spin_us;
+    int64_t until = kp_mono_us() + spin_us;
     do {
         for (int i = 0; i < 64; i++) {
             cpu_relax();
             if (pthread_mutex_trylock(&c->mu) == 0)
                 return 1;
         }
-    } while (now_us() < until);
+    } while (kp_mono_us() < until);
     return 0;
 }
 

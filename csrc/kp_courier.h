@@ -110,7 +110,8 @@ typedef struct kp_courier_prior {
 typedef struct kp_courier_request {
     int32_t node;               /* index into the nodes */
     int32_t correlation_id;
-    int64_t send_ms;            /* CLOCK_MONOTONIC ms when it went out */
+    int64_t send_us;            /* CLOCK_MONOTONIC µs (kp_clock.h) when it went out */
+    int64_t answer_us;          /* when the courier read its answer, -1: not read */
     int whole;                  /* written whole and settled: the poll does not report it sent */
     int answered;               /* every batch acknowledged (the batches hold the offsets); its
                                    frame was dropped */

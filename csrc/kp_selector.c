@@ -45,6 +45,7 @@
 #include <openssl/ssl.h>
 
 #include "kp_buf.h"
+#include "kp_clock.h"
 #include "kp_frame.h"
 #include "kp_selector.h"
 #include "kp_tls.h"
@@ -275,6 +276,7 @@ static kp_status push_receive(kp_selector *s, int32_t id, uint8_t *data, size_t 
     r->id = id;
     r->data = data;
     r->len = len;
+    r->read_us = kp_mono_us();
     return KP_OK;
 }
 

@@ -130,6 +130,8 @@ typedef struct kp_sel_receive {
     int32_t id;
     uint8_t *data;      /* frame body (no size prefix); NULL once taken */
     size_t len;
+    int64_t read_us;    /* CLOCK_MONOTONIC µs (kp_clock.h) when its last byte was read: a
+                           frame kept by read() and reported by a later poll keeps it */
 } kp_sel_receive;
 
 /* What one poll observed. Each id appears at most once in connected, sent

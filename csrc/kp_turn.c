@@ -1,6 +1,7 @@
 /* kp_turn.c - see kp_turn.h. */
 #define _GNU_SOURCE
 #include "kp_turn.h"
+#include "kp_clock.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -57,16 +58,12 @@ struct kp_turn {
 
 int64_t kp_turn_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return kp_mono_ms();
 }
 
 int64_t kp_turn_now_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return kp_mono_us();
 }
 
 int64_t kp_turn_wall_to_mono_us(int64_t wall_ms)

@@ -20,6 +20,7 @@ class PollResult(NamedTuple):
     sent: list[int]
     received: list[Tuple[int, bytes]]
     woken: bool
+    received_us: Optional[list[int]] = ...
 
 class ConnectionStats(NamedTuple):
     bytes_sent: int

@@ -50,7 +50,8 @@ TLS_WRITE_BUDGET = KP_SEL_TLS_WRITE_BUDGET
 # Sends up to this size are copied with the GIL held (cheaper than releasing it).
 cdef size_t _NOGIL_COPY_MIN = 64 * 1024
 
-PollResult = namedtuple("PollResult", "connected disconnected sent received woken")
+PollResult = namedtuple("PollResult", "connected disconnected sent received woken received_us",
+                        defaults=(None,))
 PollResult.__doc__ = """What one :meth:`Selector.poll` observed.
 
 ``connected``: ids whose connect (and TLS handshake) completed.
@@ -62,7 +63,10 @@ human-readable reason such as ``"connect failed: Connection refused
 (ECONNREFUSED)"`` or ``"TLS handshake failed: certificate verify failed:
 hostname mismatch (...)"``. ``sent``: ids whose staged send was fully
 written. ``received``: ``(id, frame_body)`` pairs in arrival order (size
-prefix stripped). ``woken``: :meth:`Selector.wakeup` was called. Each id
+prefix stripped). ``received_us``: for each of them, the ``time.monotonic``
+instant in microseconds at which its last byte was read (a frame read earlier
+by the courier keeps its instant; None in results built by hand, as tests do).
+``woken``: :meth:`Selector.wakeup` was called. Each id
 appears at most once in ``connected``, ``sent`` and ``disconnected``; frames
 received before a disconnect in the same poll are complete and are listed in
 ``received``.
@@ -445,14 +449,16 @@ cdef class Selector:
                                                d.detail, max_frame)
                 disconnected.append(Disconnect(d.id, kind, detail))
             received = []
+            received_us = []
             for i in range(res.n_received):
                 r = &res.received[i]
                 received.append((r.id, PyBytes_FromStringAndSize(<char *>r.data, <Py_ssize_t>r.len)))
+                received_us.append(r.read_us)
             woken = bool(res.woken)
         finally:
             # The frames are copied: free the C bodies now, not at the next poll.
             kp_selector_release_results(self.sel)
-        return PollResult(connected, disconnected, sent, received, woken)
+        return PollResult(connected, disconnected, sent, received, woken, received_us)
 
     def wakeup(self):
         """Makes a poll running in another thread (or the next poll) return

@@ -8,6 +8,8 @@
 - ``mono_ms()``: CLOCK_MONOTONIC in milliseconds, ``time.monotonic()``'s clock and the
   one the Sender's watcher thread keeps its deadlines on (``SenderTurn.now_ms``);
   timeouts, backoffs and connection state.
+- ``mono_us()``: the same clock in microseconds, the clock of the selector's and the
+  courier's I/O instants (csrc/kp_clock.h): request round trips.
 - ``wall_ms()``: CLOCK_REALTIME in milliseconds since the epoch, the clock of record
   timestamps and of the accumulator's batches (``created_ms``, linger, retry backoff,
   ``delivery.timeout.ms``).
@@ -22,12 +24,13 @@ __all__ = ["MockTime", "SystemTime", "SYSTEM_TIME"]
 
 class SystemTime:
     """The real clocks (compiled: no Python frame per reading, the Sender reads them every
-    step). ``mono_ms() == time.monotonic_ns() // 1_000_000``, ``wall_ms() ==
-    time.time_ns() // 1_000_000``."""
+    step). ``mono_ms() == time.monotonic_ns() // 1_000_000``, ``mono_us()`` the same in
+    microseconds, ``wall_ms() == time.time_ns() // 1_000_000``."""
 
     __slots__ = ()
 
     mono_ms = staticmethod(SenderTurn.now_ms)
+    mono_us = staticmethod(SenderTurn.now_us)
     wall_ms = staticmethod(wall_clock_ms)
 
     def __repr__(self) -> str:
@@ -49,6 +52,9 @@ class MockTime:
 
     def mono_ms(self) -> int:
         return self.mono
+
+    def mono_us(self) -> int:
+        return self.mono * 1000
 
     def wall_ms(self) -> int:
         return self.wall

@@ -39,6 +39,7 @@ from kproducer.backoff import ExponentialBackoff  # noqa: F401 (also re-exported
 from kproducer.clock import SYSTEM_TIME
 from kproducer.errors import (AuthenticationError, KafkaError, KafkaTimeoutError, NetworkError,
                               ProtocolError, SslAuthenticationError, UnsupportedVersionError)
+from kproducer.histogram import LatencyHistogram
 from kproducer.protocol import messages as m
 from kproducer.protocol import versions as v
 from kproducer.protocol.errors_table import ErrorCode, error_name
@@ -122,6 +123,7 @@ class InFlightRequest:
     sent: bool = False           # fully written to the socket
     decoder: Optional[Callable] = None   # decoder(version, payload); None: the generic one
     answer: object = _NO_ANSWER  # the response, when the courier read it (adopt)
+    send_us: int = -1            # mono_us() when it was handed to the selector (-1: not yet)
 
 
 @dataclass
@@ -161,7 +163,7 @@ class NetworkClient:
                  receive_buffer_bytes: int = 32768, max_response_size: int = DEFAULT_MAX_FRAME_SIZE,
                  max_connections: int = 1024, sasl=None, tls=None, time=None, selector=None):
         self.client_id = client_id
-        # The clock (kproducer.clock: mono_ms() is all this class reads).
+        # The clock (kproducer.clock: mono_ms(), and mono_us() for round trips).
         self.time = time if time is not None else SYSTEM_TIME
         # kproducer._net.TlsContext for security.protocol SSL / SASL_SSL, or None. The
         # selector runs the handshake: a connection is "connected" once TLS is up.
@@ -185,6 +187,9 @@ class NetworkClient:
         self.nodes: dict[int, NodeState] = {}
         self._free_slots = list(range(max_connections - 1, -1, -1))
         self._next_cid = 1
+        # Round trips of the requests answered: from the write to the read of the response
+        # (the selector's stamp, or the courier's), whoever read it; Producer.metrics().
+        self.request_latency = LatencyHistogram()
 
     # -- nodes ---------------------------------------------------------------------
 
@@ -534,7 +539,8 @@ class NetworkClient:
 
     def adopt(self, node_id: int, api_key: int, version: int, correlation_id: int, request,
               callback: Callable, send_ms: int, *, decoder: Optional[Callable] = None,
-              sent: bool = False, answer=_NO_ANSWER, expect_response: bool = True) -> None:
+              sent: bool = False, answer=_NO_ANSWER, expect_response: bool = True,
+              send_us: int = -1, answer_us: Optional[int] = None) -> None:
         """A request the courier wrote to the node's connection between two polls: tracked
         from now on as if :meth:`send` had staged it, written (or failed) as the next poll
         reports, or ``sent`` already (the courier saw it written whole: no poll reports it).
@@ -542,7 +548,9 @@ class NetworkClient:
         with it once the responses ahead of it have (:meth:`settle_answered`, and each
         poll). Without ``expect_response`` (acks=0) it completes, with no response, once
         written: here when ``sent``. (The courier writes nothing behind a request of the
-        step's that is not written whole yet, so this keeps the order.)"""
+        step's that is not written whole yet, so this keeps the order.) ``send_us``: when
+        the courier wrote it, ``answer_us``: when it read ``answer`` (``mono_us()``'s clock):
+        its round trip."""
         ns = self.nodes.get(node_id)
         if ns is None or ns.state != READY:
             # Not reachable while the Sender takes the courier's requests first in its step.
@@ -553,9 +561,11 @@ class NetworkClient:
             self._written_without_response(ns, correlation_id)
             callback(None, None)
             return
+        if answer is not _NO_ANSWER and answer_us is not None and send_us >= 0:
+            self.request_latency.record(answer_us - send_us)
         ns.in_flight.append(InFlightRequest(correlation_id, api_key, version, request, callback,
                                             send_ms, expect_response, sent, decoder=decoder,
-                                            answer=answer))
+                                            answer=answer, send_us=send_us))
 
     @staticmethod
     def _written_without_response(ns: NodeState, correlation_id: int) -> None:
@@ -595,6 +605,7 @@ class NetworkClient:
         # One staged send per connection: the next waits for the previous to complete.
         if ns.pending and not any(not e.sent for e in ns.in_flight):
             entry, payload = ns.pending.popleft()
+            entry.send_us = self.time.mono_us()
             try:
                 self.selector.send(ns.slot, payload)
             except KafkaError as exc:
@@ -641,12 +652,15 @@ class NetworkClient:
                         completions.append((entry.callback, None, None))
                     break
             self._stage(ns)
-        for slot, payload in result.received:
+        received_us = result.received_us
+        if received_us is None and result.received:     # a result built by hand (tests)
+            received_us = [self.time.mono_us()] * len(result.received)
+        for (slot, payload), read_us in zip(result.received, received_us or ()):
             ns = by_slot.get(slot)
             if ns is None:
                 continue
             ns.last_activity_ms = now
-            self._on_response(ns, payload, now, completions)
+            self._on_response(ns, payload, now, completions, read_us)
         for slot, kind, reason in result.disconnected:
             ns = by_slot.get(slot)
             if ns is None:
@@ -670,7 +684,7 @@ class NetworkClient:
         return (len(result.connected) + len(result.sent) + len(result.received)
                 + len(result.disconnected) + len(completions) + bool(result.woken))
 
-    def _on_response(self, ns: NodeState, payload, now: int, completions: list) -> None:
+    def _on_response(self, ns: NodeState, payload, now: int, completions: list, read_us: int) -> None:
         try:
             cid = m.peek_correlation_id(payload)
         except ProtocolError as exc:
@@ -685,6 +699,8 @@ class NetworkClient:
             completions.extend(self._disconnect(ns, err, now, run=False))
             return
         entry = ns.in_flight.popleft()
+        if entry.send_us >= 0:
+            self.request_latency.record(read_us - entry.send_us)
         try:
             if entry.decoder is not None:
                 resp = entry.decoder(entry.version, payload)

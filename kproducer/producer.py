@@ -544,9 +544,14 @@ class Producer:
         ``step_wait_us_max``); ``steps_for_a_sleeping_sender``: steps the I/O thread ran at
         once because the application thread that sent last was asleep (see kp_turn.h);
         ``requests_by_courier`` and ``responses_by_courier``: Produce requests the courier
-        wrote, and responses it read and settled, between steps (csrc/kp_courier.h)."""
+        wrote, and responses it read and settled, between steps (csrc/kp_courier.h);
+        ``request_latency_avg_ms``, ``_max_ms``, ``_p50_ms``, ``_p99_ms`` and ``_count``: the
+        round trips of the requests answered since the producer started, from the request's
+        write to the read of its response (Java's request-latency-avg and -max, librdkafka's
+        ``rtt``; None before the first answer)."""
         out = dict(self._sender.stats)
         out["steps_for_a_sleeping_sender"] = self._sender.turn.asleep_steps
+        out.update(self._sender.client.request_latency.summary_ms("request_latency"))
         out.update(buffer_total_bytes=self._acc.pool.total, buffer_available_bytes=self._acc.pool.available,
                    queued_batches=self._acc.queued_batches(), producer_id=self._sender.producer_id,
                    producer_epoch=self._sender.producer_epoch, metadata_version=self._metadata.version)

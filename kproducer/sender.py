@@ -462,7 +462,7 @@ class Sender:
         if self._courier_ids is not None:
             first, end = self._courier_ids
             self._courier_ids = None
-            used = [cid for _, cid, _, _, _, _, _ in taken if first <= cid < end]
+            used = [cid for _, cid, _, _, _, _, _, _ in taken if first <= cid < end]
             self.client.rewind_correlation_ids(end, max(used) + 1 if used else first)
         if not taken:
             return
@@ -471,7 +471,7 @@ class Sender:
             # a step's drain (_send_producer_data).
             self.acc.update_node_latency(node, now, True)
         expect_response = self.acks != 0
-        for node, cid, version, send_ms, whole, batches, results in taken:
+        for node, cid, version, send_us, whole, batches, results, answer_us in taken:
             if not expect_response:
                 self._acks0_nodes.add(node)     # a barrier before close (_acks0_barrier)
             if self.idempotent:
@@ -486,8 +486,9 @@ class Sender:
                                            for b, (offset, append_time) in zip(batches, results)])}
             self.client.adopt(node, v.PRODUCE, version, cid, topics,
                               lambda resp, err, batches=batches: self._on_produce(batches, resp, err),
-                              send_ms, decoder=decode_produce_response, sent=whole,
-                              expect_response=expect_response, **answer)
+                              send_us // 1000, decoder=decode_produce_response, sent=whole,
+                              expect_response=expect_response, send_us=send_us,
+                              answer_us=answer_us, **answer)
         self.client.settle_answered()
 
     def _on_auth_failure(self, node: int, exc, wall: int) -> None:

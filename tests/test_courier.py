@@ -17,7 +17,7 @@ import time
 import pytest
 
 from kproducer import Producer
-from kproducer._accumulator import RecordAccumulator, courier_codecs
+from kproducer._accumulator import RecordAccumulator, SenderTurn, courier_codecs
 from kproducer._net import Selector
 from kproducer._reference import decode_batch
 from kproducer.errors import TransactionAbortedError
@@ -130,8 +130,10 @@ def test_the_courier_writes_a_lingering_batch_at_its_deadline(link):
     # A record for the same partition after the send starts a new batch.
     acc.append("t", 1, b"k", b"v2", None, None, None)
     assert acc.queued_batches() == 2
-    [(node_id, cid, version, send_ms, whole, batches, results)] = acc.take_courier_sends(0)
-    assert (node_id, cid, version, results) == (7, 4242, 3, None) and send_ms > 0
+    before_us = SenderTurn.now_us()
+    [(node_id, cid, version, send_us, whole, batches, results, answer_us)] = acc.take_courier_sends(0)
+    assert (node_id, cid, version, results, answer_us) == (7, 4242, 3, None, None)
+    assert 0 < send_us <= before_us             # written at a time.monotonic instant
     [b] = batches
     assert (b.record_count, b.base_sequence, b.producer_id, b.producer_epoch) == (1, 5, 1000, 2)
     assert bytes(b) == parts[("t", 1)]          # the batch as the courier finished it
@@ -160,7 +162,7 @@ def test_the_courier_compresses_a_batch_once_and_the_step_keeps_it(link, codec):
     batch = decode_batch(parts[("t", 0)])
     assert batch.compression == codec
     assert [(r.key, r.value) for r in batch.records] == [(b"%d" % i, v) for i, v in enumerate(values)]
-    [(_, _, _, _, _, [b], _)] = acc.take_courier_sends(0)
+    [(_, _, _, _, _, [b], _, _)] = acc.take_courier_sends(0)
     b.close()
     assert bytes(b) == parts[("t", 0)]          # compressed once, as sent
 
@@ -180,7 +182,7 @@ def test_one_request_per_node_with_every_due_partition(link):
         batch = decode_batch(parts[("t", p)])
         assert batch.producer_id == -1 and batch.base_sequence == -1      # no idempotence
         assert [r.value for r in batch.records] == [value]
-    [(_, _, _, _, _, batches, _)] = acc.take_courier_sends(0)
+    [(_, _, _, _, _, batches, _, _)] = acc.take_courier_sends(0)
     assert sorted(b.partition for b in batches) == [0, 1]
     assert acc.queued_batches() == 0
 
@@ -234,7 +236,7 @@ def test_a_queue_goes_in_order_one_batch_per_partition_per_request(link):
     assert (b1.base_sequence, b2.base_sequence) == (7, 8)
     assert [r.value for r in b1.records + b2.records] == [b"x" * 600, b"y" * 600]
     taken = acc.take_courier_sends(0)
-    assert [(cid, [b.base_sequence for b in batches]) for _, cid, _, _, _, batches, _ in taken] \
+    assert [(cid, [b.base_sequence for b in batches]) for _, cid, _, _, _, batches, _, _ in taken] \
         == [(3, [7]), (4, [8])]
     assert taken[0][4] is True          # settled to stage the second: no poll reports it
     assert acc.queued_batches() == 1    # the muted partition's
@@ -259,7 +261,7 @@ def test_with_acks0_a_request_is_done_once_written_and_nothing_is_read(link):
         == [(-1, -1, b"x"), (-1, -1, b"y"), (-1, -1, b"z")]
     assert acc.courier_answered == 0
     taken = acc.take_courier_sends(0)
-    assert [(cid, whole, results) for _, cid, _, _, whole, _, results in taken] \
+    assert [(cid, whole, results) for _, cid, _, _, whole, _, results, _ in taken] \
         == [(3, True, None), (4, True, None), (5, False, None)]
     deadline = time.monotonic() + 5
     received = []
@@ -301,7 +303,10 @@ def test_the_courier_reads_and_settles_an_acknowledgement_then_leaves_an_error(l
         time.sleep(0.001)
     taken = acc.take_courier_sends(0)
     assert [(cid, results, [b.record_count for b in batches])
-            for _, cid, _, _, _, batches, results in taken] == [(50, [(42, -1)], [1]), (51, None, [1])]
+            for _, cid, _, _, _, batches, results, _ in taken] == [(50, [(42, -1)], [1]), (51, None, [1])]
+    # The answered request's round trip: written, then its answer read (mono_us instants).
+    assert [answer_us is None for *_, answer_us in taken] == [False, True]
+    assert taken[0][3] <= taken[0][7] <= SenderTurn.now_us()
     assert acc.courier_answered == 1
     received = sel.poll(0).received
     assert received == [(0, _produce_response_v3(51, "t", [(0, 6, -1)])[4:])]
@@ -318,6 +323,7 @@ def test_the_step_s_request_in_flight_is_read_and_kept_for_the_poll(link):
     acc.append("t", 0, None, b"a", None, None, None)
     time.sleep(2 * LINGER_MS / 1000)
     assert acc.courier_sent == 0                                # the step's request fills it
+    answered_after = SenderTurn.now_us()
     conn.sendall(_produce_response_v3(59, "t", [(1, 0, 7)]))
     assert _parse_produce_v3(_recv_frame(conn))[0] == 60
     conn.sendall(_produce_response_v3(60, "t", [(0, 0, 8)]))
@@ -325,9 +331,16 @@ def test_the_step_s_request_in_flight_is_read_and_kept_for_the_poll(link):
     while acc.courier_answered < 2:
         assert time.monotonic() < deadline, "the courier did not read both answers"
         time.sleep(0.001)
-    [(_, cid, _, _, _, batches, results)] = acc.take_courier_sends(0)
+    read_by = SenderTurn.now_us()
+    [(_, cid, _, _, _, batches, results, answer_us)] = acc.take_courier_sends(0)
     assert (cid, results, len(batches)) == (60, [(8, -1)], 1)
-    assert sel.poll(0).received == [(0, _produce_response_v3(59, "t", [(1, 0, 7)])[4:])]
+    assert answered_after <= answer_us <= read_by
+    time.sleep(0.02)
+    polled = sel.poll(0)
+    assert polled.received == [(0, _produce_response_v3(59, "t", [(1, 0, 7)])[4:])]
+    # The kept frame carries the instant the courier read it, not the poll's (20 ms later).
+    [kept_us] = polled.received_us
+    assert answered_after <= kept_us <= read_by
 
 
 # ---- a producer whose application keeps the GIL -----------------------------------------------

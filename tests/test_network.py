@@ -44,9 +44,10 @@ class ScriptedSelector:
         self.wakeups = 0
 
     # -- scripting --
-    def then(self, connected=(), disconnected=(), sent=(), received=(), woken=False):
+    def then(self, connected=(), disconnected=(), sent=(), received=(), woken=False,
+             received_us=None):
         self.script.append(PollResult(list(connected), list(disconnected), list(sent),
-                                      list(received), woken))
+                                      list(received), woken, received_us))
 
     def last_request(self):
         """(api_key, version, correlation_id) of the last request written."""
@@ -273,6 +274,42 @@ def test_a_request_the_courier_wrote_whole_needs_no_sent_report(clock, sel):
     sel.then(received=[(slot, struct.pack(">i", cid)), (slot, struct.pack(">i", cid + 1))])
     client.poll(0, clock.mono_ms())
     assert answers == [(struct.pack(">i", cid), None), (struct.pack(">i", cid + 1), None)]
+
+
+def test_request_latency_is_each_round_trip_from_its_write_to_its_read(clock, sel):
+    """Producer.metrics()'s request_latency_*: from the request's handover to the selector
+    (or the courier's write) to the instant its response was read (the selector's stamp, or
+    the courier's), not the later poll that handles it."""
+    from kproducer.protocol import PRODUCE
+    client = new_client(clock, sel, max_in_flight=5)
+    slot = make_ready(client, sel, clock)
+    rtt = client.request_latency
+    assert rtt.count == 1 and rtt.max_us == 0     # ApiVersions: the same MockTime instant
+    got = metadata_request(client, clock)
+    written_us = clock.mono_us()
+    _, mversion, mcid = sel.last_request()
+    clock.sleep(9)                                # handled 9 ms on; read 3 ms after the write
+    sel.then(sent=[slot], received=[(slot, encode_response(METADATA, mversion, MetadataResponse(
+        throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[]), mcid))],
+        received_us=[written_us + 3_000])
+    client.poll(0, clock.mono_ms())
+    assert got and got[0][1] is None
+    assert (rtt.count, rtt.max_us, rtt.total_us) == (2, 3_000, 3_000)
+    # The courier's: one it wrote and read (answer_us), one it wrote and a poll read.
+    _, version, cid, _, _, _ = client.reserve_requests(0, PRODUCE)
+    sent_us = clock.mono_us()
+    client.adopt(0, PRODUCE, version, cid, "req", lambda r, e: None, clock.mono_ms(), sent=True,
+                 answer="read by the courier", send_us=sent_us, answer_us=sent_us + 1_250)
+    client.adopt(0, PRODUCE, version, cid + 1, "req", lambda r, e: None, clock.mono_ms(),
+                 decoder=lambda ver, payload: "polled", sent=True, send_us=sent_us + 100)
+    client.settle_answered()
+    sel.then(received=[(slot, struct.pack(">i", cid + 1))], received_us=[sent_us + 5_100])
+    client.poll(0, clock.mono_ms())
+    assert client.in_flight_count(0) == 0
+    assert (rtt.count, rtt.max_us, rtt.total_us) == (4, 5_000, 3_000 + 1_250 + 5_000)
+    summary = rtt.summary_ms("request_latency")
+    assert summary["request_latency_max_ms"] == 5.0 and summary["request_latency_count"] == 4
+    assert summary["request_latency_avg_ms"] == pytest.approx(9.25 / 4)
 
 
 def test_a_response_the_courier_read_completes_in_order(clock, sel):

@@ -453,6 +453,33 @@ def test_a_raised_record_error_does_not_keep_the_raising_frame_alive(proxied_bro
     assert alive[1]() is None, "the frame of the callback that raised it is still alive"
 
 
+def test_metrics_request_latency_is_the_round_trip_to_the_broker(proxied_broker):
+    """request_latency_*: each request's write to the read of its response. A proxy that
+    holds every response 50 ms puts every round trip at 50 ms or more (ApiVersions and
+    Metadata too); without it, loopback round trips are well under that."""
+    broker, proxy = proxied_broker
+    broker.create_topic("rtt", 4)
+
+    def run():
+        with Producer(bootstrap_servers=proxy.bootstrap) as p:
+            futures = [p.send("rtt", b"v%d" % i, key=b"k%d" % i) for i in range(2_000)]
+            p.flush(60)
+            assert all(f.exception() is None for f in futures)
+            return p.metrics()
+
+    direct = run()
+    assert direct["request_latency_count"] >= direct["requests"] + 2   # ApiVersions, Metadata
+    assert 0 <= direct["request_latency_p50_ms"] < 50
+    assert direct["request_latency_avg_ms"] <= direct["request_latency_max_ms"]
+    proxy.delay(0.05)
+    held = run()
+    assert held["request_latency_count"] >= held["requests"] + 2
+    # Each the proxy's 50 ms or more (a 1/16 bucket under it at most: the histogram's).
+    assert held["request_latency_p50_ms"] >= 50 * 15 / 16
+    assert held["request_latency_avg_ms"] >= 50 and held["request_latency_max_ms"] >= 50
+    assert held["request_latency_p99_ms"] <= held["request_latency_max_ms"]
+
+
 def _run_through_proxy(proxied_broker, configure, n=20_000, **producer_cfg):
     broker, proxy = proxied_broker
     broker.create_topic("faults", 4)

@@ -401,14 +401,14 @@ def test_wakeup_before_poll_is_kept_then_drained(sel):
     assert sel.poll(10000).woken
     assert time.monotonic() - t0 < 5.0
     r = sel.poll(0)
-    assert not r.woken and r == ([], [], [], [], False)
+    assert not r.woken and r == ([], [], [], [], False, [])
 
 
 def test_poll_waits_for_its_timeout_when_idle(sel):
     t0 = time.monotonic()
     r = sel.poll(50)
     assert time.monotonic() - t0 >= 0.045
-    assert r == ([], [], [], [], False)
+    assert r == ([], [], [], [], False, [])
 
 
 # ---- framing against local servers --------------------------------------------------
@@ -626,7 +626,7 @@ def test_close_while_connecting_reports_nothing(sel):
         sel.connect(0, "127.0.0.1", holder.getsockname()[1])
         sel.close(0)  # the refusal, if already known, is dropped with the connection
         r = sel.poll(50)
-    assert r == ([], [], [], [], False)
+    assert r == ([], [], [], [], False, [])
 
 
 def test_error_messages_name_the_errno():

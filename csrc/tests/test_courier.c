@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "kp_courier.h"
+#include "kp_clock.h"
 #include "kp_test.h"
 
 #if KP_HAVE_ZLIB
@@ -338,6 +339,8 @@ static void test_sent_at_the_deadline(void)
     CHECK(np == 1 && batches[0].request == 0 && batches[0].owner == &w && batches[0].base_sequence == 9,
           "the batch says sent, in request 0, with sequence 9");
     CHECK(nr == 1 && reqs[0].correlation_id == 77 && !reqs[0].answered, "the request");
+    CHECK(reqs[0].send_us > 0 && reqs[0].send_us <= kp_mono_us() && reqs[0].answer_us == -1,
+          "sent at a monotonic instant, not answered");
     kp_courier_reset(c);
     CHECK(!kp_courier_armed(c), "reset disarms");
     kp_courier_unlock(c);
@@ -468,6 +471,8 @@ static void test_reads_and_goes_on(void)
           && b[2].request == -1, "offsets and requests by batch");
     CHECK(nr == 2 && r[0].answered && r[0].whole && !r[1].answered && !r[1].whole,
           "the first answered and settled, the second neither");
+    CHECK(r[0].answer_us >= r[0].send_us && r[0].send_us > 0 && r[1].answer_us == -1,
+          "the answer's read instant ends the first's round trip; the second has none");
     kp_courier_reset(c);
     kp_courier_unlock(c);
     free_with_batches(c, w);

@@ -939,9 +939,9 @@ cdef class RecordAccumulator:
 
     def take_courier_sends(self, int64_t now):
         """The Sender, as its step begins: disarms the courier and returns what it sent and
-        what it read, [(node_id, correlation_id, version, send_ms, whole, [ProducerBatch],
-        results)] (courier.pxi, _courier_take), the batches out of their queues, finished as
-        they went out."""
+        what it read, [(node_id, correlation_id, version, send_us, whole, [ProducerBatch],
+        results, answer_us)] (courier.pxi, _courier_take), the batches out of their queues,
+        finished as they went out."""
         self._acquire()
         try:
             return _courier_take(self, now)

@@ -150,10 +150,12 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
 
 cdef list _courier_take(RecordAccumulator acc, int64_t now):
     """What the courier did since it was armed, as [(node_id, correlation_id, version,
-    send_ms, whole, [ProducerBatch], results)] in the order it wrote the requests: ``whole``
-    when it was written whole (no poll reports it sent), ``results`` [(base_offset,
-    log_append_time_ms)] by batch when the courier read a response that acknowledged every
-    batch (None: not answered yet, or the answer is the poll's). Each batch is out of its
+    send_us, whole, [ProducerBatch], results, answer_us)] in the order it wrote the
+    requests: ``send_us`` when it went out (``time.monotonic`` in µs), ``whole`` when it was
+    written whole (no poll reports it sent), ``results`` [(base_offset, log_append_time_ms)]
+    by batch when the courier read a response that acknowledged every batch (None: not
+    answered yet, or the answer is the poll's), ``answer_us`` when it read that response
+    (None with ``results``). Each batch is out of its
     queue, closed and finished as the courier finished it. Disarms the courier (the
     accumulator's lock is held)."""
     cdef kp_courier *c = acc._courier.c
@@ -174,8 +176,8 @@ cdef list _courier_take(RecordAccumulator acc, int64_t now):
     for i in range(nr):
         r = &requests[i]
         node = &nodes[r.node]
-        out.append((node.node_id, r.correlation_id, node.version, r.send_ms, r.whole != 0, [],
-                    [] if r.answered else None))
+        out.append((node.node_id, r.correlation_id, node.version, r.send_us, r.whole != 0, [],
+                    [] if r.answered else None, r.answer_us if r.answer_us >= 0 else None))
     # Offer order is each partition's queue order: its sent batches are its queue's head.
     for i in range(nb):
         if batches[i].request < 0:

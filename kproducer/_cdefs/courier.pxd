@@ -30,7 +30,8 @@ cdef extern from "kp_courier.h" nogil:
     ctypedef struct kp_courier_request:
         int32_t node
         int32_t correlation_id
-        int64_t send_ms
+        int64_t send_us
+        int64_t answer_us
         int whole
         int answered
 

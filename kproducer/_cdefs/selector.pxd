@@ -26,6 +26,7 @@ cdef extern from "kp_selector.h" nogil:
         int32_t id
         uint8_t *data
         size_t len
+        int64_t read_us
 
     ctypedef struct kp_sel_results:
         const int32_t *connected

@@ -1,0 +1,97 @@
+"""A latency histogram in microseconds with log-spaced buckets (HdrHistogram's layout,
+three significant bits): the producer's request round trips (``Producer.metrics()``'s
+``request_latency_*``, Java's ``request-latency-avg`` / ``-max`` and librdkafka's ``rtt``
+percentiles).
+
+Values below 16 µs have a bucket each; above, every power of two is cut into 8 buckets, so a
+percentile is off by at most 1/16 of its value (the bucket's middle is reported). Recording
+is a few integer operations: the NetworkClient records every response it reads."""
+
+from __future__ import annotations
+
+__all__ = ["LatencyHistogram"]
+
+_EXACT = 16                 # values below have a bucket each
+_SUB_BITS = 3               # buckets per power of two: 2 ** _SUB_BITS
+_SUB = 1 << _SUB_BITS
+_MAX_EXP = 47               # 2 ** 47 µs is 4.5 years: larger values share the last bucket
+_BUCKETS = _EXACT + (_MAX_EXP - 3) * _SUB
+
+
+def _index(us: int) -> int:
+    if us < _EXACT:
+        return us
+    e = us.bit_length() - 1             # >= 4
+    if e > _MAX_EXP:
+        return _BUCKETS - 1
+    return _EXACT + (e - 4) * _SUB + ((us >> (e - _SUB_BITS)) & (_SUB - 1))
+
+
+def _middle(index: int) -> float:
+    """The value a bucket stands for: its middle (its value below 16 µs)."""
+    if index < _EXACT:
+        return float(index)
+    e, sub = divmod(index - _EXACT, _SUB)
+    e += 4
+    width = 1 << (e - _SUB_BITS)
+    return ((_SUB + sub) * width) + (width - 1) / 2
+
+
+class LatencyHistogram:
+    """Counts of latencies in µs since it was made (or :meth:`clear`-ed)."""
+
+    __slots__ = ("_counts", "count", "total_us", "max_us")
+
+    def __init__(self) -> None:
+        self._counts = [0] * _BUCKETS
+        self.count = 0
+        self.total_us = 0
+        self.max_us = 0
+
+    def record(self, us: int) -> None:
+        """One latency of ``us`` microseconds (a negative one counts as 0: clocks read by two
+        threads a microsecond apart)."""
+        if us < 0:
+            us = 0
+        self._counts[_index(us)] += 1
+        self.count += 1
+        self.total_us += us
+        if us > self.max_us:
+            self.max_us = us
+
+    def clear(self) -> None:
+        self.__init__()
+
+    def quantile_us(self, q: float) -> float | None:
+        """The latency that ``q`` (0 < q <= 1) of those recorded do not exceed (nearest rank),
+        to the bucket's middle (within 1/16 of it; the largest exactly); None before the
+        first."""
+        if not 0 < q <= 1:
+            raise ValueError(f"quantile_us: q must be in (0, 1], got {q!r}")
+        if not self.count:
+            return None
+        rank = max(1, -(-int(q * self.count * 1_000_000) // 1_000_000))   # ceil, float-safe
+        if rank >= self.count:
+            return float(self.max_us)   # the largest is known exactly
+        seen = 0
+        for index, n in enumerate(self._counts):
+            seen += n
+            if seen >= rank:
+                return min(_middle(index), float(self.max_us))
+        return float(self.max_us)      # not reached: the counts add up to count
+
+    def summary_ms(self, prefix: str) -> dict:
+        """``{prefix_avg_ms, prefix_max_ms, prefix_p50_ms, prefix_p99_ms, prefix_count}``
+        (the figures None before the first latency)."""
+        n = self.count
+        q = self.quantile_us
+        return {
+            f"{prefix}_avg_ms": self.total_us / n / 1000 if n else None,
+            f"{prefix}_max_ms": self.max_us / 1000 if n else None,
+            f"{prefix}_p50_ms": q(0.5) / 1000 if n else None,
+            f"{prefix}_p99_ms": q(0.99) / 1000 if n else None,
+            f"{prefix}_count": n,
+        }
+
+    def __repr__(self) -> str:
+        return f"<LatencyHistogram count={self.count} max_us={self.max_us}>"
