@@ -16,6 +16,12 @@ latency runs from just before the send call to the record's delivery callback.
   and between bursts computes in Python (it keeps the GIL) without sending: what a batch job
   or a stream processor does. The compute loop calls the client's poll where the run has one.
 
+Beside the acknowledgement latency each run reports its requests' round trips to the broker
+(``rtt_*``: from a request's write to the read of its response, the broker's share of the
+latency): kproducer's from ``Producer.metrics()`` (``request_latency_*``), librdkafka's from
+its statistics (the broker's ``rtt`` window each ``STATS_INTERVAL_MS``, which only reads the
+figures; the last window is waited for after the flush, untimed).
+
 confluent-kafka runs callbacks only inside ``poll()``: its loop calls ``poll(0)`` after every
 produce, as its documentation shows, a sleeping loop also polls while it waits, and the compute
 loop polls between its pieces of work. kproducer needs no poll call: ``kproducer send()`` makes
@@ -48,6 +54,7 @@ GOAL_LOOPS = LOOPS
 PLAN = (tuple((rate, loop) for rate in RATES for loop in LOOPS) + ((10_000, "compute"),)
         + ((0, "none"),))
 COMPUTE_BURST_S = 0.020
+STATS_INTERVAL_MS = 500         # librdkafka's statistics (its request round trips)
 WARMUP_VALUE = b"warm-up"
 
 
@@ -146,7 +153,40 @@ class _Latencies:
         return cb
 
 
-def run_kproducer(spec: dict, values: list, keys: list) -> tuple[list[int], float, dict]:
+def _no_rtt() -> dict:
+    return {"rtt_p50_ms": None, "rtt_p99_ms": None, "rtt_avg_ms": None, "rtt_count": 0}
+
+
+def kproducer_rtt(metrics: dict) -> dict:
+    """The run's request round trips from ``Producer.metrics()`` (the warm-up's few
+    requests included)."""
+    return {"rtt_p50_ms": metrics["request_latency_p50_ms"],
+            "rtt_p99_ms": metrics["request_latency_p99_ms"],
+            "rtt_avg_ms": metrics["request_latency_avg_ms"],
+            "rtt_count": metrics["request_latency_count"]}
+
+
+def confluent_rtt(stats_json: list[str]) -> dict:
+    """The run's request round trips from librdkafka's statistics: each window's broker
+    ``rtt`` (µs) over the brokers that answered in it; p50 and p99 are the windows' own,
+    weighted by their requests (librdkafka keeps no histogram across windows), avg exact."""
+    count = total = p50 = p99 = 0.0
+    for text in stats_json:
+        for broker in json.loads(text).get("brokers", {}).values():
+            rtt = broker.get("rtt") or {}
+            n = rtt.get("cnt", 0)
+            if n > 0:
+                count += n
+                total += rtt["sum"]
+                p50 += rtt["p50"] * n
+                p99 += rtt["p99"] * n
+    if not count:
+        return _no_rtt()
+    return {"rtt_p50_ms": p50 / count / 1000, "rtt_p99_ms": p99 / count / 1000,
+            "rtt_avg_ms": total / count / 1000, "rtt_count": int(count)}
+
+
+def run_kproducer(spec: dict, values: list, keys: list) -> tuple[list[int], float, dict, dict]:
     from kproducer import Producer
 
     settings = dict(spec.get("settings") or {})
@@ -169,15 +209,20 @@ def run_kproducer(spec: dict, values: list, keys: list) -> tuple[list[int], floa
         p.send(topic, values[i], key=keys[i % nk], on_delivery=make_cb(i, t0))
     p.flush()
     elapsed = (clock() - start) / 1e9
+    rtt = kproducer_rtt(p.metrics())
     p.close()
-    return lat.ns, elapsed, settings
+    return lat.ns, elapsed, settings, rtt
 
 
-def run_confluent(spec: dict, values: list, keys: list) -> tuple[list[int], float, dict]:
+def run_confluent(spec: dict, values: list, keys: list) -> tuple[list[int], float, dict, dict]:
     from confluent_kafka import Producer
 
     settings = {"bootstrap.servers": spec["bootstrap"], **(spec.get("settings") or {})}
-    p = Producer(settings)
+    stats: list[str] = []
+    # The statistics callback only keeps the text (parsed after the run): served by the
+    # loop's poll calls like the delivery callbacks, it costs them microseconds a window.
+    p = Producer({**settings, "statistics.interval.ms": STATS_INTERVAL_MS,
+                  "stats_cb": stats.append})
     topic = spec["topic"]
     p.produce(topic, WARMUP_VALUE)
     p.flush(60)
@@ -203,7 +248,12 @@ def run_confluent(spec: dict, values: list, keys: list) -> tuple[list[int], floa
         p.poll(0)
     p.flush(120)
     elapsed = (clock() - start) / 1e9
-    return lat.ns, elapsed, {k: v for k, v in settings.items() if k != "bootstrap.servers"}
+    # The window that holds the last requests: it comes within the interval.
+    seen, deadline = len(stats), time.monotonic() + 10 * STATS_INTERVAL_MS / 1000
+    while len(stats) == seen and time.monotonic() < deadline:
+        p.poll(0.05)
+    return (lat.ns, elapsed, {k: v for k, v in settings.items() if k != "bootstrap.servers"},
+            confluent_rtt(stats))
 
 
 RUNNERS = {KPRODUCER: run_kproducer, KPRODUCER_POLL: run_kproducer, CONFLUENT: run_confluent}
@@ -212,13 +262,14 @@ RUNNERS = {KPRODUCER: run_kproducer, KPRODUCER_POLL: run_kproducer, CONFLUENT: r
 def run(spec: dict) -> dict:
     values = make_values(records_for(spec["rate"], spec["seconds"]), spec.get("value_size", 100))
     keys = make_keys(1000)
-    lat, elapsed, settings = RUNNERS[spec["client"]](spec, values, keys)
+    lat, elapsed, settings, rtt = RUNNERS[spec["client"]](spec, values, keys)
     failed = sum(1 for v in lat if v < 0)
     ok = [v for v in lat if v > 0]
     out = {"client": spec["client"], "rate": spec["rate"], "loop": spec["loop"],
            "records": len(lat), "failed": failed, "missing": len(lat) - len(ok) - failed,
            "achieved_rate": len(lat) / elapsed if elapsed > 0 else 0.0, "settings": settings}
     out.update(percentiles(ok))
+    out.update(rtt)
     return out
 
 

@@ -19,7 +19,8 @@ TARGET_TRANSACTIONAL = 2.0    # issue 12: a transaction per 10,000 records, >= 2
 TARGET_1KIB = {               # issue 11: 1 KiB values, at least confluent's records/s
     clients.KPRODUCER_SEND: 1.0, clients.KPRODUCER_SEND_MANY: 1.0}
 LATENCY_HEADER = ("| rate | application loop | client | records/s achieved | p50 ms (runs' range) | "
-                  "p99 ms (runs' range) | p99.9 ms | max ms | p50 / p99 vs reference |")
+                  "p99 ms (runs' range) | p99.9 ms | max ms | request round trip p50 / p99 ms | "
+                  "p50 / p99 vs reference |")
 TARGET_ASYNCIO = 10.0         # issue 15: kproducer's async front >= 10x aiokafka's records/s
 ASYNCIO_HEADER = ("| client | tasks × window | records | records/s | CPU µs/record | p50 ms | "
                   "p99 ms | p99.9 ms | max ms | longest loop stall ms (not waiting for a CPU) | "
@@ -187,6 +188,8 @@ def headline_ratios(rows: list[dict], micro: dict | None) -> list[dict]:
 
 
 _LATENCY_FIGURES = ("p50_ms", "p99_ms", "p999_ms", "max_ms", "achieved_rate")
+# The requests' round trips (bench.latency: rtt_*), absent from results made before them.
+_RTT_FIGURES = ("rtt_p50_ms", "rtt_p99_ms")
 
 
 def latency_summary(rows: list[dict]) -> list[dict]:
@@ -208,6 +211,9 @@ def latency_summary(rows: list[dict]) -> list[dict]:
             values = sorted(r[f] for r in group)
             row[f] = statistics.median(values)
             row[f"{f}_range"] = [values[0], values[-1]]
+        for f in _RTT_FIGURES:
+            values = [r[f] for r in group if r.get(f) is not None]
+            row[f] = statistics.median(values) if values else None
         row["count"] = sum(r["count"] for r in group)
         row["histogram"] = {"edges_ms": group[0]["histogram"]["edges_ms"],
                             "counts": [sum(c) for c in zip(*(r["histogram"]["counts"]
@@ -232,6 +238,11 @@ def latency_ratios(rows: list[dict]) -> list[dict]:
                     and r["client"] == latency.CONFLUENT), None)
         if mine is None or ref is None:
             continue
+        rtt = ""
+        if mine.get("rtt_p50_ms") is not None and ref.get("rtt_p50_ms") is not None:
+            rtt = (f"; the requests' round trips to the broker p50 {mine['rtt_p50_ms']:.2f} ms vs "
+                   f"{ref['rtt_p50_ms']:.2f} ms, p99 {mine['rtt_p99_ms']:.2f} vs "
+                   f"{ref['rtt_p99_ms']:.2f} ms")
         for q in ("p50", "p99"):
             label = f"latency {q} {rate:,}/s {loop} loop: {latency.CONFLUENT} / {latency.KPRODUCER}"
             if not (mine["ok"] and ref["ok"]):
@@ -244,7 +255,7 @@ def latency_ratios(rows: list[dict]) -> list[dict]:
                     f"reference {a0:.2f}–{a1:.2f}), " if mine["repeats"] > 1 else "")
             out.append({"label": label, "value": a / b, "target": 1.0, "met": b <= a,
                         "detail": f"{b:.2f} ms vs {a:.2f} ms, {runs}every client at its "
-                                  f"defaults"})
+                                  f"defaults{rtt}"})
     return out
 
 
@@ -256,21 +267,23 @@ def _median_cell(r: dict, figure: str) -> str:
 def latency_table(rows: list[dict]) -> list[str]:
     """The scenario's summary (:func:`latency_summary`): medians over the repeats, the p50's
     and p99's lowest and highest run in brackets."""
-    lines = [LATENCY_HEADER, "|--:|---|---|--:|--:|--:|--:|--:|--:|"]
+    lines = [LATENCY_HEADER, "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|"]
     summary = latency_summary(rows)
     for r in summary:
         rate = f"{r['rate']:,}/s" if r["rate"] else "unpaced"
         if not r["ok"]:
-            lines.append(f"| {rate} | {r['loop']} | {r['client']} | FAILED | | | | | "
+            lines.append(f"| {rate} | {r['loop']} | {r['client']} | FAILED | | | | | | "
                          f"{(r['error'] or '')[:120]} |")
             continue
         ref = next((x for x in summary if x["rate"] == r["rate"] and x["loop"] == r["loop"]
                     and x["client"] == latency.CONFLUENT and x["ok"]), None)
         vs = "reference" if r["client"] == latency.CONFLUENT else (
             f"{r['p50_ms'] / ref['p50_ms']:.2f}× / {r['p99_ms'] / ref['p99_ms']:.2f}×" if ref else "–")
+        rtt = ("–" if r.get("rtt_p50_ms") is None
+               else f"{r['rtt_p50_ms']:.2f} / {r['rtt_p99_ms']:.2f}")
         lines.append(f"| {rate} | {r['loop']} | {r['client']} | {r['achieved_rate']:,.0f} | "
                      f"{_median_cell(r, 'p50_ms')} | {_median_cell(r, 'p99_ms')} | "
-                     f"{r['p999_ms']:.2f} | {r['max_ms']:.2f} | {vs} |")
+                     f"{r['p999_ms']:.2f} | {r['max_ms']:.2f} | {rtt} | {vs} |")
     return lines
 
 
@@ -496,7 +509,13 @@ def markdown(doc: dict) -> str:
                 "`unpaced`: as fast as the client goes. Each run read back. Every row "
                 f"{doc['parameters']['repeat']} time(s), the clients alternating; each figure "
                 "is the median over the runs (p50 and p99: their lowest and highest in "
-                "brackets), the histograms every run's records. Reference: "
+                "brackets), the histograms every run's records. Request round trip: from a "
+                "request's write to the read of its response, the broker's share of the latency "
+                "(and the reading thread's wake-up), medians over the runs: kproducer's "
+                "`Producer.metrics()` `request_latency_p50_ms` / `_p99_ms`, librdkafka's "
+                f"statistics (`statistics.interval.ms={latency.STATS_INTERVAL_MS}`, which only "
+                "reads the figures: each window's broker `rtt` p50 / p99 weighted by its "
+                "requests). Reference: "
                 f"{latency.CONFLUENT}; lower ratios are better.", ""]
         out += latency_table(doc["latency"])
         out += ["", "![acknowledgement latency histograms](latency.png)"]

@@ -85,6 +85,11 @@ def test_bench_quick_writes_verified_results(tmp_path):
         assert r["failed"] == 0 and r["missing"] == 0 and r["count"] == r["records"], r
         assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["p999_ms"] <= r["max_ms"], r
         assert sum(r["histogram"]["counts"]) == r["count"], r
+        # The requests' round trips, from each client's own figures (kproducer's metrics,
+        # librdkafka's statistics): every run made requests, and a round trip is shorter
+        # than the acknowledgement that waited for it at most.
+        assert r["rtt_count"] > 0 and 0 < r["rtt_p50_ms"] <= r["rtt_p99_ms"], r
+        assert r["rtt_p50_ms"] <= r["max_ms"], r
     assert any(t["label"].startswith("latency p99 10,000/s busy loop") for t in doc["ratios"])
     assert (out / "latency.png").read_bytes().startswith(PNG_MAGIC)
 
@@ -196,12 +201,46 @@ def test_producer_rounds_alternate_the_clients_order(monkeypatch):
     assert runner.alternating(("x", "y"), 5) == ["y", "x"]
 
 
-def _latency_row(client, rep, p50, p99, counts, ok=True, rate=10_000, loop="busy"):
+def _latency_row(client, rep, p50, p99, counts, ok=True, rate=10_000, loop="busy", rtt=None):
     return {"scenario": scenarios.LATENCY, "client": client, "rate": rate, "loop": loop,
             "rep": rep, "ok": ok, "error": None if ok else "read-back: 3 records missing",
             "p50_ms": p50, "p99_ms": p99, "p999_ms": p99 + 1, "max_ms": p99 + 2,
             "achieved_rate": float(rate), "count": sum(counts),
-            "histogram": {"edges_ms": [0.1, 1.0], "counts": counts}}
+            "histogram": {"edges_ms": [0.1, 1.0], "counts": counts},
+            **({} if rtt is None else {"rtt_p50_ms": rtt[0], "rtt_p99_ms": rtt[1]})}
+
+
+def test_latency_rows_show_the_requests_round_trips_beside_them():
+    # Medians over the repeats, in the table and in the goal's detail; rows from before the
+    # round trips were measured (no rtt_*) show none.
+    k, c = latency.KPRODUCER, latency.CONFLUENT
+    rows = [_latency_row(k, 0, 3.0, 9.0, [1], rtt=(0.7, 2.0)), _latency_row(c, 0, 3.2, 6.0, [1], rtt=(0.4, 3.0)),
+            _latency_row(c, 1, 2.0, 5.0, [1], rtt=(0.5, 4.0)), _latency_row(k, 1, 2.5, 5.5, [1], rtt=(0.9, 2.5)),
+            _latency_row(k, 2, 2.8, 5.8, [1], rtt=(0.6, 1.0)), _latency_row(c, 2, 2.9, 7.0, [1], rtt=(0.3, 9.0))]
+    summary = {r["client"]: r for r in report.latency_summary(rows)}
+    assert (summary[k]["rtt_p50_ms"], summary[k]["rtt_p99_ms"]) == (0.7, 2.0)
+    assert (summary[c]["rtt_p50_ms"], summary[c]["rtt_p99_ms"]) == (0.4, 4.0)
+    table = "\n".join(report.latency_table(rows))
+    assert "| 6.80 | 7.80 | 0.70 / 2.00 | 0.97× / 0.97× |" in table
+    p50 = {t["label"]: t for t in report.latency_ratios(rows)}[f"latency p50 10,000/s busy loop: {c} / {k}"]
+    assert "round trips to the broker p50 0.70 ms vs 0.40 ms, p99 2.00 vs 4.00 ms" in p50["detail"]
+    old = [{key: v for key, v in r.items() if not key.startswith("rtt_")} for r in rows]
+    assert "| 6.80 | 7.80 | – | 0.97× / 0.97× |" in "\n".join(report.latency_table(old))
+    assert all("round trips" not in t["detail"] for t in report.latency_ratios(old))
+
+
+def test_round_trips_from_each_client_s_own_figures():
+    # librdkafka's statistics windows, weighted by their requests, brokers without any left out.
+    window = lambda cnt, total, p50, p99: json.dumps({"brokers": {
+        "127.0.0.1:9092/1": {"rtt": {"cnt": cnt, "sum": total, "p50": p50, "p99": p99}},
+        "127.0.0.1:9092/bootstrap": {"rtt": {"cnt": 0, "sum": 0, "p50": 0, "p99": 0}}}})
+    got = latency.confluent_rtt([window(100, 50_000, 400, 2_000), window(300, 180_000, 600, 1_000)])
+    assert got == {"rtt_p50_ms": pytest.approx(0.55), "rtt_p99_ms": pytest.approx(1.25),
+                   "rtt_avg_ms": pytest.approx(0.575), "rtt_count": 400}
+    assert latency.confluent_rtt([window(0, 0, 0, 0)])["rtt_p50_ms"] is None
+    assert latency.kproducer_rtt({"request_latency_p50_ms": 0.5, "request_latency_p99_ms": 2.0,
+                                  "request_latency_avg_ms": 0.6, "request_latency_count": 9}) == {
+        "rtt_p50_ms": 0.5, "rtt_p99_ms": 2.0, "rtt_avg_ms": 0.6, "rtt_count": 9}
 
 
 def test_latency_rows_are_the_median_of_their_repeats():
