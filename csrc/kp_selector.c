@@ -142,6 +142,8 @@ typedef struct kp_conn {
     uint32_t gen;           /* bumped per connect and close: stale epoll tokens are ignored */
     kp_buf tx;              /* the staged send (a copy); len == 0: none */
     size_t tx_off;          /* bytes of tx already written */
+    int64_t tx_done_us;     /* when tx's last byte was written (kp_clock.h): the flush that
+                               wrote it (the courier's) may come before the poll that reports it */
     kp_frame_rx rx;
     uint64_t bytes_sent;
     uint64_t bytes_received;
@@ -168,6 +170,7 @@ struct kp_selector {
     int32_t *connected;      /* max_conns entries each: one event per id per poll */
     kp_sel_disconnect *disconnected;
     int32_t *sent;
+    int64_t *sent_us;
     kp_sel_receive *received;
     size_t received_cap;
     kp_sel_results res;
@@ -214,6 +217,7 @@ static void conn_release(kp_selector *s, kp_conn *c)
     kp_buf_free(&c->tx);
     kp_frame_rx_free(&c->rx);
     c->tx_off = 0;
+    c->tx_done_us = 0;
     c->state = KP_SEL_FREE;
     c->pending = 0;
     c->pending_errno = 0;
@@ -352,9 +356,10 @@ kp_status kp_selector_new(kp_selector **out, int32_t max_connections, int32_t ma
     s->dirty = calloc(n, sizeof *s->dirty);
     s->connected = calloc(n, sizeof *s->connected);
     s->sent = calloc(n, sizeof *s->sent);
+    s->sent_us = calloc(n, sizeof *s->sent_us);
     s->disconnected = calloc(n, sizeof *s->disconnected);
     s->scratch = malloc(KP_SEL_READ_CHUNK);
-    if (!s->conns || !s->dirty || !s->connected || !s->sent || !s->disconnected || !s->scratch) {
+    if (!s->conns || !s->dirty || !s->connected || !s->sent || !s->sent_us || !s->disconnected || !s->scratch) {
         kp_selector_free(s);
         return KP_ERR_NOMEM;
     }
@@ -377,6 +382,7 @@ kp_status kp_selector_new(kp_selector **out, int32_t max_connections, int32_t ma
     s->res.connected = s->connected;
     s->res.disconnected = s->disconnected;
     s->res.sent = s->sent;
+    s->res.sent_us = s->sent_us;
     *out = s;
     return KP_OK;
 }
@@ -393,6 +399,7 @@ void kp_selector_free(kp_selector *s)
     free(s->dirty);
     free(s->connected);
     free(s->sent);
+    free(s->sent_us);
     free(s->disconnected);
     free(s->received);
     free(s->scratch);
@@ -457,6 +464,7 @@ kp_status kp_selector_connect_addr(kp_selector *s, int32_t id, const struct sock
     c->state = KP_SEL_CONNECTING;
     c->tx_off = 0;
     c->tx.len = 0;
+    c->tx_done_us = 0;
     c->bytes_sent = c->bytes_received = 0;
     kp_frame_rx_init(&c->rx, s->max_frame);
     c->pending = rc == 0 || (cerr != EINPROGRESS && cerr != EINTR);
@@ -544,6 +552,7 @@ static kp_status stage(kp_selector *s, int32_t id, const uint8_t *prefix, size_t
     if (len) memcpy(c->tx.data + prefix_len, data, len);
     c->tx.len = prefix_len + len;
     c->tx_off = 0;
+    c->tx_done_us = 0;
     /* EPOLLOUT is added by the next poll: staging makes no system call. */
     if (c->state == KP_SEL_CONNECTED) mark_dirty(s, id, c);
     return KP_OK;
@@ -580,6 +589,7 @@ static ssize_t conn_send_rest(kp_conn *c)
     }
     c->tx_off += (size_t)w;
     c->bytes_sent += (uint64_t)w;
+    if (c->tx_off == c->tx.len) c->tx_done_us = kp_mono_us();
     return w;
 }
 
@@ -618,6 +628,7 @@ static int tls_send_rest(kp_conn *c, int *sys)
         c->bytes_sent += (uint64_t)w;
         budget -= (size_t)w < budget ? (size_t)w : budget;
     }
+    if (c->tx_off == c->tx.len) c->tx_done_us = kp_mono_us();
     return 0;
 }
 
@@ -652,12 +663,15 @@ static void tx_clear(kp_conn *c)
 {
     c->tx.len = 0;
     c->tx_off = 0;
+    c->tx_done_us = 0;
     if (c->tx.cap > KP_SEL_KEEP_TX_CAP) kp_buf_free(&c->tx);
 }
 
 /* The staged send is fully written: report it. Returns -1 if closed. */
 static int conn_write_done(kp_selector *s, int32_t id, kp_conn *c)
 {
+    if (s->res.n_sent < (size_t)s->max_conns)
+        s->sent_us[s->res.n_sent] = c->tx_done_us > 0 ? c->tx_done_us : kp_mono_us();
     tx_clear(c);
     report_id(s->sent, &s->res.n_sent, s->max_conns, id);
     return conn_update_interest(s, id, c);

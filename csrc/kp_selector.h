@@ -142,6 +142,8 @@ typedef struct kp_sel_results {
     const kp_sel_disconnect *disconnected;
     size_t n_disconnected;
     const int32_t *sent;
+    const int64_t *sent_us;     /* for each of sent: when its last byte was written
+                                   (CLOCK_MONOTONIC µs, kp_clock.h) */
     size_t n_sent;
     kp_sel_receive *received;
     size_t n_received;

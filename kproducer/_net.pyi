@@ -21,6 +21,7 @@ class PollResult(NamedTuple):
     received: list[Tuple[int, bytes]]
     woken: bool
     received_us: Optional[list[int]] = ...
+    sent_us: Optional[list[int]] = ...
 
 class ConnectionStats(NamedTuple):
     bytes_sent: int

@@ -50,8 +50,9 @@ TLS_WRITE_BUDGET = KP_SEL_TLS_WRITE_BUDGET
 # Sends up to this size are copied with the GIL held (cheaper than releasing it).
 cdef size_t _NOGIL_COPY_MIN = 64 * 1024
 
-PollResult = namedtuple("PollResult", "connected disconnected sent received woken received_us",
-                        defaults=(None,))
+PollResult = namedtuple("PollResult",
+                        "connected disconnected sent received woken received_us sent_us",
+                        defaults=(None, None))
 PollResult.__doc__ = """What one :meth:`Selector.poll` observed.
 
 ``connected``: ids whose connect (and TLS handshake) completed.
@@ -66,6 +67,8 @@ written. ``received``: ``(id, frame_body)`` pairs in arrival order (size
 prefix stripped). ``received_us``: for each of them, the ``time.monotonic``
 instant in microseconds at which its last byte was read (a frame read earlier
 by the courier keeps its instant; None in results built by hand, as tests do).
+``sent_us``: for each of ``sent``, the instant its last byte was written (None
+likewise).
 ``woken``: :meth:`Selector.wakeup` was called. Each id
 appears at most once in ``connected``, ``sent`` and ``disconnected``; frames
 received before a disconnect in the same poll are complete and are listed in
@@ -442,6 +445,7 @@ cdef class Selector:
         try:
             connected = [res.connected[i] for i in range(res.n_connected)]
             sent = [res.sent[i] for i in range(res.n_sent)]
+            sent_us = [res.sent_us[i] for i in range(res.n_sent)]
             disconnected = []
             for i in range(res.n_disconnected):
                 d = &res.disconnected[i]
@@ -458,7 +462,7 @@ cdef class Selector:
         finally:
             # The frames are copied: free the C bodies now, not at the next poll.
             kp_selector_release_results(self.sel)
-        return PollResult(connected, disconnected, sent, received, woken, received_us)
+        return PollResult(connected, disconnected, sent, received, woken, received_us, sent_us)
 
     def wakeup(self):
         """Makes a poll running in another thread (or the next poll) return

@@ -123,7 +123,8 @@ class InFlightRequest:
     sent: bool = False           # fully written to the socket
     decoder: Optional[Callable] = None   # decoder(version, payload); None: the generic one
     answer: object = _NO_ANSWER  # the response, when the courier read it (adopt)
-    send_us: int = -1            # mono_us() when it was handed to the selector (-1: not yet)
+    send_us: int = -1            # mono_us() when its last byte was written (until then: when
+                                 # it was handed to the selector; -1: not yet)
 
 
 @dataclass
@@ -638,13 +639,17 @@ class NetworkClient:
             ns = by_slot.get(slot)
             if ns is not None:
                 self._on_connected(ns, now)
-        for slot in result.sent:
+        sent_us = result.sent_us
+        if sent_us is None and result.sent:             # a result built by hand (tests)
+            sent_us = [self.time.mono_us()] * len(result.sent)
+        for slot, written_us in zip(result.sent, sent_us or ()):
             ns = by_slot.get(slot)
             if ns is None:
                 continue
             for entry in ns.in_flight:
                 if not entry.sent:
                     entry.sent = True
+                    entry.send_us = written_us      # its round trip starts here
                     ns.last_activity_ms = now
                     if not entry.expect_response:
                         ns.in_flight.remove(entry)

@@ -45,9 +45,9 @@ class ScriptedSelector:
 
     # -- scripting --
     def then(self, connected=(), disconnected=(), sent=(), received=(), woken=False,
-             received_us=None):
+             received_us=None, sent_us=None):
         self.script.append(PollResult(list(connected), list(disconnected), list(sent),
-                                      list(received), woken, received_us))
+                                      list(received), woken, received_us, sent_us))
 
     def last_request(self):
         """(api_key, version, correlation_id) of the last request written."""
@@ -277,21 +277,21 @@ def test_a_request_the_courier_wrote_whole_needs_no_sent_report(clock, sel):
 
 
 def test_request_latency_is_each_round_trip_from_its_write_to_its_read(clock, sel):
-    """Producer.metrics()'s request_latency_*: from the request's handover to the selector
-    (or the courier's write) to the instant its response was read (the selector's stamp, or
-    the courier's), not the later poll that handles it."""
+    """Producer.metrics()'s request_latency_*: from the instant the request's last byte was
+    written (the selector's stamp, or the courier's) to the instant its response was read
+    (likewise), not the polls that stage and handle them."""
     from kproducer.protocol import PRODUCE
     client = new_client(clock, sel, max_in_flight=5)
     slot = make_ready(client, sel, clock)
     rtt = client.request_latency
     assert rtt.count == 1 and rtt.max_us == 0     # ApiVersions: the same MockTime instant
     got = metadata_request(client, clock)
-    written_us = clock.mono_us()
+    staged_us = clock.mono_us()
     _, mversion, mcid = sel.last_request()
-    clock.sleep(9)                                # handled 9 ms on; read 3 ms after the write
+    clock.sleep(9)          # written 1 ms after staging, read 3 ms after that, handled 9 ms on
     sel.then(sent=[slot], received=[(slot, encode_response(METADATA, mversion, MetadataResponse(
         throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[]), mcid))],
-        received_us=[written_us + 3_000])
+        sent_us=[staged_us + 1_000], received_us=[staged_us + 4_000])
     client.poll(0, clock.mono_ms())
     assert got and got[0][1] is None
     assert (rtt.count, rtt.max_us, rtt.total_us) == (2, 3_000, 3_000)

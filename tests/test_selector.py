@@ -208,6 +208,28 @@ def test_api_versions_round_trip(broker, sel):
     assert stats.send_remaining == 0 and stats.send_total == 0
 
 
+def test_poll_stamps_each_write_and_read_with_its_instant(broker, sel):
+    # sent_us / received_us: the instants (time.monotonic's clock, in µs) the request's last
+    # byte was written and the response's last byte read, inside the polls that did them.
+    connect_all(sel, {0: broker.port})
+    staged = time.monotonic_ns() // 1000
+    sel.send(0, frame(api_versions_request(7)))
+    written = read = None
+    deadline = time.monotonic() + DEADLINE
+    while read is None:
+        assert time.monotonic() < deadline, "no response"
+        before = time.monotonic_ns() // 1000
+        r = sel.poll(100)
+        after = time.monotonic_ns() // 1000
+        assert len(r.sent_us) == len(r.sent) and len(r.received_us) == len(r.received)
+        if r.sent:
+            [written] = r.sent_us
+            assert staged <= before <= written <= after
+        if r.received:
+            [read] = r.received_us
+            assert written is not None and written <= read and before <= read <= after
+
+
 def test_send_staged_while_connecting_and_send_frame(broker, sel):
     # Staged before the connect completes: written as soon as it does.
     sel.connect(3, "127.0.0.1", broker.port)
@@ -401,14 +423,14 @@ def test_wakeup_before_poll_is_kept_then_drained(sel):
     assert sel.poll(10000).woken
     assert time.monotonic() - t0 < 5.0
     r = sel.poll(0)
-    assert not r.woken and r == ([], [], [], [], False, [])
+    assert not r.woken and r == ([], [], [], [], False, [], [])
 
 
 def test_poll_waits_for_its_timeout_when_idle(sel):
     t0 = time.monotonic()
     r = sel.poll(50)
     assert time.monotonic() - t0 >= 0.045
-    assert r == ([], [], [], [], False, [])
+    assert r == ([], [], [], [], False, [], [])
 
 
 # ---- framing against local servers --------------------------------------------------
@@ -626,7 +648,7 @@ def test_close_while_connecting_reports_nothing(sel):
         sel.connect(0, "127.0.0.1", holder.getsockname()[1])
         sel.close(0)  # the refusal, if already known, is dropped with the connection
         r = sel.poll(50)
-    assert r == ([], [], [], [], False, [])
+    assert r == ([], [], [], [], False, [], [])
 
 
 def test_error_messages_name_the_errno():

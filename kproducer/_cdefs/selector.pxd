@@ -34,6 +34,7 @@ cdef extern from "kp_selector.h" nogil:
         const kp_sel_disconnect *disconnected
         size_t n_disconnected
         const int32_t *sent
+        const int64_t *sent_us
         size_t n_sent
         kp_sel_receive *received
         size_t n_received
