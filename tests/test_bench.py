@@ -188,17 +188,70 @@ def test_producer_rounds_alternate_the_clients_order(monkeypatch):
     class Args:
         repeat = 3
 
+    class Cluster:
+        def fresh_broker(self):
+            ran.append("fresh broker")
+
     monkeypatch.setattr(runner, "producer_run", fake_run)
     scenario = scenarios.by_name("base")
-    rows = runner.producer_runs(None, scenario, ["a", "b", "c"], scenarios.QUICK, Args,
+    rows = runner.producer_runs(Cluster(), scenario, ["a", "b", "c"], scenarios.QUICK, Args,
                                 Progress())
-    assert ran == [(0, "a"), (0, "b"), (0, "c"), (1, "c"), (1, "b"), (1, "a"),
-                   (2, "a"), (2, "b"), (2, "c")]
+    # Each round on a fresh broker (Cluster.fresh_broker: the broker's cost per idempotent
+    # batch grows with the producers and topics of the runs before).
+    assert ran == [(0, "a"), (0, "b"), (0, "c"), "fresh broker", (1, "c"), (1, "b"), (1, "a"),
+                   "fresh broker", (2, "a"), (2, "b"), (2, "c")]
     assert Progress.steps == 9 and len(rows) == 9
     assert [r["ok"] for r in rows].count(False) == 1
     assert "RuntimeError: no topic" in rows[-1]["error"]
     assert runner.alternating(("x", "y"), 0) == ["x", "y"]
     assert runner.alternating(("x", "y"), 5) == ["y", "x"]
+
+
+def test_latency_rows_each_run_on_a_fresh_broker(monkeypatch):
+    """Every (rate, loop) row of the latency scenario starts on a fresh broker; its repeats
+    share it, the clients alternating."""
+    from bench import runner
+    ran = []
+
+    class Cluster:
+        bootstrap = "127.0.0.1:1"
+
+        def fresh_broker(self):
+            ran.append("fresh broker")
+
+        def new_topic(self, label):
+            return label
+
+        def drop_topic(self, topic):
+            pass
+
+    class Progress:
+        def show(self, text):
+            pass
+
+        def step(self):
+            pass
+
+    def fake_client_run(cluster, module, spec, row, n, timeout):
+        ran.append((spec["rate"], spec["loop"], spec["client"]))
+        row["ok"] = True
+
+    monkeypatch.setattr(runner, "_client_run", fake_client_run)
+    k, c = latency.KPRODUCER, latency.CONFLUENT
+    rows = runner.latency_runs(Cluster(), [k, c], 1.0, 2, Progress())
+    assert len(rows) == sum(2 * len(latency.clients_for(loop, [k, c])) for _, loop in latency.PLAN)
+    groups, current = [], []
+    for event in ran:
+        if event == "fresh broker":
+            groups.append(current)
+            current = []
+        else:
+            current.append(event)
+    groups.append(current)
+    assert len(groups) == len(latency.PLAN)
+    for (rate, loop), group in zip(latency.PLAN, groups):
+        assert {(r, lp) for r, lp, _ in group} == {(rate, loop)}, group
+    assert [cl for _, _, cl in groups[0]] == [k, c, c, k]
 
 
 def _latency_row(client, rep, p50, p99, counts, ok=True, rate=10_000, loop="busy", rtt=None):
