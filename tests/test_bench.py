@@ -78,7 +78,12 @@ def test_bench_quick_writes_verified_results(tmp_path):
     lat = doc["latency"]
     assert {(r["rate"], r["loop"], r["client"]) for r in lat} == {
         (rate, loop, c) for rate, loop in latency.PLAN for c in latency.clients_for(loop)}
-    assert {r["client"] for r in lat if r["loop"] == "compute"} == set(latency.CLIENTS)
+    assert {r["client"] for r in lat if r["loop"] == "compute"} == set(latency.clients_for("compute"))
+    assert latency.CONFLUENT_IDEMPOTENT in latency.clients_for("sleep")
+    assert latency.CONFLUENT_IDEMPOTENT not in latency.clients_for("compute")
+    idem = [r for r in lat if r["client"] == latency.CONFLUENT_IDEMPOTENT]
+    assert idem and all(r["settings"] == {"enable.idempotence": True} for r in idem)
+    assert any("like for like" in t["label"] and t["value"] > 0 for t in doc["ratios"])
     assert not any("compute loop" in t["label"] for t in doc["ratios"])
     for r in lat:
         assert r["ok"] and r["verify"]["ok"] and r["verify"]["read"] == r["records"] + 1, r
