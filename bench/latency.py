@@ -163,10 +163,6 @@ class _Latencies:
         return cb
 
 
-def _no_rtt() -> dict:
-    return {"rtt_p50_ms": None, "rtt_p99_ms": None, "rtt_avg_ms": None, "rtt_count": 0}
-
-
 def kproducer_rtt(metrics: dict) -> dict:
     """The run's request round trips from ``Producer.metrics()`` (the warm-up's few
     requests included)."""
@@ -191,7 +187,7 @@ def confluent_rtt(stats_json: list[str]) -> dict:
                 p50 += rtt["p50"] * n
                 p99 += rtt["p99"] * n
     if not count:
-        return _no_rtt()
+        return {"rtt_p50_ms": None, "rtt_p99_ms": None, "rtt_avg_ms": None, "rtt_count": 0}
     return {"rtt_p50_ms": p50 / count / 1000, "rtt_p99_ms": p99 / count / 1000,
             "rtt_avg_ms": total / count / 1000, "rtt_count": int(count)}
 

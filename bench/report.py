@@ -222,6 +222,16 @@ def latency_summary(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _round_trips(mine: dict, other: dict) -> str:
+    """The requests' round trips of two latency rows, for a goal's detail ("" when either
+    has none: results from before they were measured)."""
+    if mine.get("rtt_p50_ms") is None or other.get("rtt_p50_ms") is None:
+        return ""
+    return (f"; the requests' round trips to the broker p50 {mine['rtt_p50_ms']:.2f} ms vs "
+            f"{other['rtt_p50_ms']:.2f} ms, p99 {mine['rtt_p99_ms']:.2f} vs "
+            f"{other['rtt_p99_ms']:.2f} ms")
+
+
 def latency_ratios(rows: list[dict]) -> list[dict]:
     """Issue 11's latency goals: at each fixed rate and loop, kproducer's p50 and p99 no
     higher than confluent-kafka's, each the median of the row's repeats (a ratio <= 1 meets
@@ -238,11 +248,7 @@ def latency_ratios(rows: list[dict]) -> list[dict]:
                     and r["client"] == latency.CONFLUENT), None)
         if mine is None or ref is None:
             continue
-        rtt = ""
-        if mine.get("rtt_p50_ms") is not None and ref.get("rtt_p50_ms") is not None:
-            rtt = (f"; the requests' round trips to the broker p50 {mine['rtt_p50_ms']:.2f} ms vs "
-                   f"{ref['rtt_p50_ms']:.2f} ms, p99 {mine['rtt_p99_ms']:.2f} vs "
-                   f"{ref['rtt_p99_ms']:.2f} ms")
+        rtt = _round_trips(mine, ref)
         for q in ("p50", "p99"):
             label = f"latency {q} {rate:,}/s {loop} loop: {latency.CONFLUENT} / {latency.KPRODUCER}"
             if not (mine["ok"] and ref["ok"]):
@@ -259,11 +265,9 @@ def latency_ratios(rows: list[dict]) -> list[dict]:
         like = next((r for r in summary if r["rate"] == rate and r["loop"] == loop
                      and r["client"] == latency.CONFLUENT_IDEMPOTENT and r["ok"]), None)
         if like is not None and mine["ok"]:
+            trips = _round_trips(mine, like)
             for q in ("p50", "p99"):
                 a, b = like[f"{q}_ms"], mine[f"{q}_ms"]
-                trips = ("" if like.get("rtt_p50_ms") is None or mine.get("rtt_p50_ms") is None
-                         else f"; round trips p50 {mine['rtt_p50_ms']:.2f} vs "
-                              f"{like['rtt_p50_ms']:.2f} ms")
                 out.append({"label": f"latency {q} {rate:,}/s {loop} loop, like for like: "
                                      f"{latency.CONFLUENT_IDEMPOTENT} / {latency.KPRODUCER}",
                             "value": a / b, "target": None, "met": None,

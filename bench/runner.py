@@ -262,7 +262,7 @@ def _client_run(cluster: Cluster, module: str, spec: dict, row: dict, n: int, ti
 
 def alternating(names: list[str], round_no: int) -> list[str]:
     """The clients' order in round ``round_no``: as given, then reversed, and so on. The
-    broker of a scenario keeps every record of it (memory storage) and the machine drifts,
+    broker of a round keeps every record of it (memory storage) and the machine drifts,
     so the client that always ran first (on the emptiest broker) or right after another was
     measured differently from the rest (full18's 1 KiB runs: the broker's CPU per record
     rose 3.6 -> 5.6 us over a scenario's rounds)."""

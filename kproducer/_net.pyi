@@ -20,8 +20,8 @@ class PollResult(NamedTuple):
     sent: list[int]
     received: list[Tuple[int, bytes]]
     woken: bool
-    received_us: Optional[list[int]] = ...
-    sent_us: Optional[list[int]] = ...
+    received_us: list[int]
+    sent_us: list[int]
 
 class ConnectionStats(NamedTuple):
     bytes_sent: int

@@ -51,8 +51,7 @@ TLS_WRITE_BUDGET = KP_SEL_TLS_WRITE_BUDGET
 cdef size_t _NOGIL_COPY_MIN = 64 * 1024
 
 PollResult = namedtuple("PollResult",
-                        "connected disconnected sent received woken received_us sent_us",
-                        defaults=(None, None))
+                        "connected disconnected sent received woken received_us sent_us")
 PollResult.__doc__ = """What one :meth:`Selector.poll` observed.
 
 ``connected``: ids whose connect (and TLS handshake) completed.
@@ -66,9 +65,8 @@ hostname mismatch (...)"``. ``sent``: ids whose staged send was fully
 written. ``received``: ``(id, frame_body)`` pairs in arrival order (size
 prefix stripped). ``received_us``: for each of them, the ``time.monotonic``
 instant in microseconds at which its last byte was read (a frame read earlier
-by the courier keeps its instant; None in results built by hand, as tests do).
-``sent_us``: for each of ``sent``, the instant its last byte was written (None
-likewise).
+by the courier keeps its instant). ``sent_us``: for each of ``sent``, the
+instant its last byte was written.
 ``woken``: :meth:`Selector.wakeup` was called. Each id
 appears at most once in ``connected``, ``sent`` and ``disconnected``; frames
 received before a disconnect in the same poll are complete and are listed in

@@ -123,8 +123,7 @@ class InFlightRequest:
     sent: bool = False           # fully written to the socket
     decoder: Optional[Callable] = None   # decoder(version, payload); None: the generic one
     answer: object = _NO_ANSWER  # the response, when the courier read it (adopt)
-    send_us: int = -1            # mono_us() when its last byte was written (until then: when
-                                 # it was handed to the selector; -1: not yet)
+    send_us: int = -1            # mono_us() when its last byte was written (-1: not yet)
 
 
 @dataclass
@@ -164,7 +163,8 @@ class NetworkClient:
                  receive_buffer_bytes: int = 32768, max_response_size: int = DEFAULT_MAX_FRAME_SIZE,
                  max_connections: int = 1024, sasl=None, tls=None, time=None, selector=None):
         self.client_id = client_id
-        # The clock (kproducer.clock: mono_ms(), and mono_us() for round trips).
+        # The clock (kproducer.clock: mono_ms() is all this class reads; the round trips'
+        # instants come from the selector and the courier).
         self.time = time if time is not None else SYSTEM_TIME
         # kproducer._net.TlsContext for security.protocol SSL / SASL_SSL, or None. The
         # selector runs the handshake: a connection is "connected" once TLS is up.
@@ -606,7 +606,6 @@ class NetworkClient:
         # One staged send per connection: the next waits for the previous to complete.
         if ns.pending and not any(not e.sent for e in ns.in_flight):
             entry, payload = ns.pending.popleft()
-            entry.send_us = self.time.mono_us()
             try:
                 self.selector.send(ns.slot, payload)
             except KafkaError as exc:
@@ -639,10 +638,7 @@ class NetworkClient:
             ns = by_slot.get(slot)
             if ns is not None:
                 self._on_connected(ns, now)
-        sent_us = result.sent_us
-        if sent_us is None and result.sent:             # a result built by hand (tests)
-            sent_us = [self.time.mono_us()] * len(result.sent)
-        for slot, written_us in zip(result.sent, sent_us or ()):
+        for slot, written_us in zip(result.sent, result.sent_us):
             ns = by_slot.get(slot)
             if ns is None:
                 continue
@@ -657,10 +653,7 @@ class NetworkClient:
                         completions.append((entry.callback, None, None))
                     break
             self._stage(ns)
-        received_us = result.received_us
-        if received_us is None and result.received:     # a result built by hand (tests)
-            received_us = [self.time.mono_us()] * len(result.received)
-        for (slot, payload), read_us in zip(result.received, received_us or ()):
+        for (slot, payload), read_us in zip(result.received, result.received_us):
             ns = by_slot.get(slot)
             if ns is None:
                 continue

@@ -34,7 +34,8 @@ REFUSED = "connect failed: Connection refused (ECONNREFUSED)"
 class ScriptedSelector:
     """The Selector API NetworkClient uses; poll() returns what the test scripted."""
 
-    def __init__(self):
+    def __init__(self, clock):
+        self.clock = clock              # stamps the scripted writes and reads not given
         self.connects: list = []        # (slot, host, port, server_hostname)
         self.sent: list = []            # (slot, framed bytes)
         self.closed: list = []
@@ -75,7 +76,10 @@ class ScriptedSelector:
 
     def poll(self, timeout_ms):
         self.poll_timeouts.append(timeout_ms)
-        r = self.script.popleft() if self.script else PollResult([], [], [], [], False)
+        r = self.script.popleft() if self.script else PollResult([], [], [], [], False, None, None)
+        now_us = self.clock.mono_us()
+        r = r._replace(received_us=r.received_us or [now_us] * len(r.received),
+                       sent_us=r.sent_us or [now_us] * len(r.sent))
         for d in r.disconnected:
             self.open.discard(d.id)
         return r
@@ -116,8 +120,8 @@ def clock():
 
 
 @pytest.fixture
-def sel():
-    return ScriptedSelector()
+def sel(clock):
+    return ScriptedSelector(clock)
 
 
 def new_client(clock, sel, **kw):
