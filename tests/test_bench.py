@@ -212,14 +212,23 @@ def test_producer_rounds_alternate_the_clients_order(monkeypatch):
     assert runner.alternating(("x", "y"), 5) == ["y", "x"]
 
 
-def test_latency_rows_each_run_on_a_fresh_broker(monkeypatch):
-    """Every (rate, loop) row of the latency scenario starts on a fresh broker; its repeats
-    share it, the clients alternating."""
+@pytest.mark.parametrize("split", [([1], [0]), None])
+def test_latency_rows_each_run_on_a_fresh_broker_in_each_placement(monkeypatch, split):
+    """Every (rate, loop) row of the latency scenario runs with the broker on CPUs of its own
+    (pinned, the client process kept to the others), then sharing them, each on a fresh
+    broker; its repeats share it, the clients alternating. Without a split (one CPU, a given
+    cluster) only shared."""
     from bench import runner
     ran = []
 
     class Cluster:
         bootstrap = "127.0.0.1:1"
+
+        def cpu_split(self):
+            return split
+
+        def pin_broker(self, cpus):
+            ran.append(("pin", cpus))
 
         def fresh_broker(self):
             ran.append("fresh broker")
@@ -238,13 +247,15 @@ def test_latency_rows_each_run_on_a_fresh_broker(monkeypatch):
             pass
 
     def fake_client_run(cluster, module, spec, row, n, timeout):
-        ran.append((spec["rate"], spec["loop"], spec["client"]))
+        ran.append((spec["rate"], spec["loop"], spec["placement"], spec["cpus"], spec["client"]))
         row["ok"] = True
 
     monkeypatch.setattr(runner, "_client_run", fake_client_run)
     k, c = latency.KPRODUCER, latency.CONFLUENT
     rows = runner.latency_runs(Cluster(), [k, c], 1.0, 2, Progress())
-    assert len(rows) == sum(2 * len(latency.clients_for(loop, [k, c])) for _, loop in latency.PLAN)
+    placements = latency.PLACEMENTS if split else (latency.SHARED,)
+    assert len(rows) == len(placements) * sum(2 * len(latency.clients_for(loop, [k, c]))
+                                              for _, loop in latency.PLAN)
     groups, current = [], []
     for event in ran:
         if event == "fresh broker":
@@ -253,14 +264,35 @@ def test_latency_rows_each_run_on_a_fresh_broker(monkeypatch):
         else:
             current.append(event)
     groups.append(current)
-    assert len(groups) == len(latency.PLAN)
-    for (rate, loop), group in zip(latency.PLAN, groups):
-        assert {(r, lp) for r, lp, _ in group} == {(rate, loop)}, group
-    assert [cl for _, _, cl in groups[0]] == [k, c, c, k]
+    expected = [(rate, loop, p) for rate, loop in latency.PLAN for p in placements]
+    assert len(groups) == len(expected)
+    for (rate, loop, placement), group in zip(expected, groups):
+        runs = group
+        if placement == latency.SPLIT:
+            assert group[0] == ("pin", [1])       # the broker pinned before the row's runs
+            runs = group[1:]
+        assert all(e[0] != "pin" for e in runs), group
+        cpus = [0] if placement == latency.SPLIT else None
+        assert all(e[:4] == (rate, loop, placement, cpus) for e in runs), group
+    assert [e[4] for e in groups[0] if e[0] != "pin"] == [k, c, c, k]
+    assert {r["placement"] for r in rows} == set(placements)
 
 
-def _latency_row(client, rep, p50, p99, counts, ok=True, rate=10_000, loop="busy", rtt=None):
+def test_the_split_placement_gives_the_broker_the_last_half_of_the_cpus(monkeypatch):
+    from bench import runner
+    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 5})
+    assert runner.Cluster(None, 4).cpu_split() == ([2, 3, 5], [0, 1])
+    assert runner.Cluster("host:9092", 4).cpu_split() is None      # a cluster elsewhere
+    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: {3})
+    assert runner.Cluster(None, 4).cpu_split() is None
+
+
+def _latency_row(client, rep, p50, p99, counts, ok=True, rate=10_000, loop="busy", rtt=None,
+                 cpu=None, placement=None):
     return {"scenario": scenarios.LATENCY, "client": client, "rate": rate, "loop": loop,
+            **({} if cpu is None else {"cpu_cores": cpu}),
+            **({} if placement is None else {"placement": placement,
+                                             "cpus": [0] if placement == latency.SPLIT else None}),
             "rep": rep, "ok": ok, "error": None if ok else "read-back: 3 records missing",
             "p50_ms": p50, "p99_ms": p99, "p999_ms": p99 + 1, "max_ms": p99 + 2,
             "achieved_rate": float(rate), "count": sum(counts),
@@ -272,19 +304,22 @@ def test_latency_rows_show_the_requests_round_trips_beside_them():
     # Medians over the repeats, in the table and in the goal's detail; rows from before the
     # round trips were measured (no rtt_*) show none.
     k, c = latency.KPRODUCER, latency.CONFLUENT
-    rows = [_latency_row(k, 0, 3.0, 9.0, [1], rtt=(0.7, 2.0)), _latency_row(c, 0, 3.2, 6.0, [1], rtt=(0.4, 3.0)),
-            _latency_row(c, 1, 2.0, 5.0, [1], rtt=(0.5, 4.0)), _latency_row(k, 1, 2.5, 5.5, [1], rtt=(0.9, 2.5)),
-            _latency_row(k, 2, 2.8, 5.8, [1], rtt=(0.6, 1.0)), _latency_row(c, 2, 2.9, 7.0, [1], rtt=(0.3, 9.0))]
+    rows = [_latency_row(k, 0, 3.0, 9.0, [1], rtt=(0.7, 2.0), cpu=0.7), _latency_row(c, 0, 3.2, 6.0, [1], rtt=(0.4, 3.0), cpu=1.1),
+            _latency_row(c, 1, 2.0, 5.0, [1], rtt=(0.5, 4.0), cpu=1.0), _latency_row(k, 1, 2.5, 5.5, [1], rtt=(0.9, 2.5), cpu=0.6),
+            _latency_row(k, 2, 2.8, 5.8, [1], rtt=(0.6, 1.0), cpu=0.8), _latency_row(c, 2, 2.9, 7.0, [1], rtt=(0.3, 9.0), cpu=1.2)]
     summary = {r["client"]: r for r in report.latency_summary(rows)}
     assert (summary[k]["rtt_p50_ms"], summary[k]["rtt_p99_ms"]) == (0.7, 2.0)
     assert (summary[c]["rtt_p50_ms"], summary[c]["rtt_p99_ms"]) == (0.4, 4.0)
     table = "\n".join(report.latency_table(rows))
-    assert "| 6.80 | 7.80 | 0.70 / 2.00 | 0.97× / 0.97× |" in table
+    assert "| 6.80 | 7.80 | 0.70 / 2.00 | 0.70 | 0.97× / 0.97× |" in table
     p50 = {t["label"]: t for t in report.latency_ratios(rows)}[f"latency p50 10,000/s busy loop: {c} / {k}"]
     assert "round trips to the broker p50 0.70 ms vs 0.40 ms, p99 2.00 vs 4.00 ms" in p50["detail"]
-    old = [{key: v for key, v in r.items() if not key.startswith("rtt_")} for r in rows]
-    assert "| 6.80 | 7.80 | – | 0.97× / 0.97× |" in "\n".join(report.latency_table(old))
-    assert all("round trips" not in t["detail"] for t in report.latency_ratios(old))
+    assert "client CPU 0.70 vs 1.10 cores" in p50["detail"]
+    old = [{key: v for key, v in r.items() if not key.startswith("rtt_") and key != "cpu_cores"}
+           for r in rows]
+    assert "| 6.80 | 7.80 | – | – | 0.97× / 0.97× |" in "\n".join(report.latency_table(old))
+    assert all("round trips" not in t["detail"] and "CPU" not in t["detail"]
+               for t in report.latency_ratios(old))
 
 
 def test_round_trips_from_each_client_s_own_figures():
@@ -320,14 +355,45 @@ def test_latency_rows_are_the_median_of_their_repeats():
     p50 = ratios[f"latency p50 10,000/s busy loop: {c} / {k}"]
     assert p50["value"] == pytest.approx(2.9 / 2.8) and p50["met"] is True
     table = "\n".join(report.latency_table(rows))
-    assert "| 10,000/s | busy | kproducer send() | 10,000 | 2.80 (2.50–3.00) | 5.80 (5.50–9.00) |" in table
+    assert ("| 10,000/s | busy | sharing the CPUs | kproducer send() | 10,000 | 2.80 (2.50–3.00) | "
+            "5.80 (5.50–9.00) |") in table
 
     # A failed repeat makes the row FAILED, and its goal unjudged.
     rows[4] = _latency_row(k, 2, 2.8, 5.8, [3, 0, 0], ok=False)
     failed = {r["client"]: r for r in report.latency_summary(rows)}[k]
     assert not failed["ok"] and "3 records missing" in failed["error"]
     assert all(t["met"] is None for t in report.latency_ratios(rows))
-    assert "| 10,000/s | busy | kproducer send() | FAILED |" in "\n".join(report.latency_table(rows))
+    assert "| 10,000/s | busy | sharing the CPUs | kproducer send() | FAILED |" in "\n".join(
+        report.latency_table(rows))
+
+
+def test_latency_goals_are_judged_with_the_broker_on_its_own_cpu():
+    # Both placements ran: the goals (target 1.0) are the split rows', where kproducer loses
+    # here; the shared rows, where it wins, carry no target. Each placement is compared within
+    # itself, and the table names it.
+    k, c = latency.KPRODUCER, latency.CONFLUENT
+    split, shared = latency.SPLIT, latency.SHARED
+    rows = [_latency_row(k, 0, 3.5, 9.0, [1], placement=split), _latency_row(c, 0, 3.0, 8.0, [1], placement=split),
+            _latency_row(k, 0, 2.0, 5.0, [1], placement=shared), _latency_row(c, 0, 3.0, 6.0, [1], placement=shared)]
+    assert report.goal_placement(rows) == split
+    ratios = {t["label"]: t for t in report.latency_ratios(rows)}
+    goal = ratios[f"latency p50 10,000/s busy loop, broker on its own CPU: {c} / {k}"]
+    assert goal["target"] == 1.0 and goal["met"] is False
+    assert goal["value"] == pytest.approx(3.0 / 3.5)
+    beside = ratios[f"latency p50 10,000/s busy loop, broker sharing the CPUs: {c} / {k}"]
+    assert beside["target"] is None and beside["met"] is None
+    assert beside["value"] == pytest.approx(3.0 / 2.0)
+    assert len(ratios) == 4
+    table = "\n".join(report.latency_table(rows))
+    assert ("| 10,000/s | busy | on its own CPU (client on CPU 0) | kproducer send() | 10,000 | "
+            "3.50 | 9.00 |") in table
+    assert "| 10,000/s | busy | sharing the CPUs | kproducer send() | 10,000 | 2.00 | 5.00 |" in table
+    assert table.index("on its own CPU") < table.index("sharing the CPUs")
+    # Results with one placement (one CPU, or from before): judged there, labels as before.
+    only_shared = rows[2:]
+    assert report.goal_placement(only_shared) == shared
+    assert {t["label"]: t for t in report.latency_ratios(only_shared)}[
+        f"latency p50 10,000/s busy loop: {c} / {k}"]["met"] is True
 
 
 def test_the_costs_beside_a_ratio_keep_a_broker_figure_under_one_clock_tick():
