@@ -239,7 +239,7 @@ def latency_summary(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _round_trips(mine: dict, other: dict) -> str:
+def _round_trips_and_cpu(mine: dict, other: dict) -> str:
     """The requests' round trips and the clients' CPU of two latency rows, for a goal's detail
     (each "" when either has none: results from before they were measured)."""
     out = ""
@@ -278,7 +278,7 @@ def latency_ratios(rows: list[dict]) -> list[dict]:
             ref = _find(summary, rate, loop, placement, latency.CONFLUENT)
             if mine is None or ref is None:
                 continue
-            rtt = _round_trips(mine, ref)
+            rtt = _round_trips_and_cpu(mine, ref)
             for q in ("p50", "p99"):
                 label = (f"latency {q} {rate:,}/s {loop} loop{where}: "
                          f"{latency.CONFLUENT} / {latency.KPRODUCER}")
@@ -296,7 +296,7 @@ def latency_ratios(rows: list[dict]) -> list[dict]:
                                       f"defaults{rtt}"})
             like = _find(summary, rate, loop, placement, latency.CONFLUENT_IDEMPOTENT)
             if like is not None and like["ok"] and mine["ok"]:
-                trips = _round_trips(mine, like)
+                trips = _round_trips_and_cpu(mine, like)
                 for q in ("p50", "p99"):
                     a, b = like[f"{q}_ms"], mine[f"{q}_ms"]
                     out.append({"label": f"latency {q} {rate:,}/s {loop} loop{where}, like for "

@@ -357,6 +357,8 @@ def latency_runs(cluster: Cluster, names: list[str], seconds: float, repeat: int
 
 def _latency_run(cluster: Cluster, client: str, rate: int, loop: str, placement: str, cpus,
                  rep: int, repeat: int, seconds: float, progress) -> dict:
+    """One run of a latency row on a fresh topic, read back (``cpus``: the CPUs its client
+    process keeps to, None for all)."""
     n = latency.records_for(rate, seconds)
     where = f", CPU {_cpus(cpus)}" if cpus else ""
     progress.show(f"latency: {client}, {f'{rate:,}/s' if rate else 'unpaced'}, {loop} loop, "
