@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 import time
 
 from bench.data import make_keys, make_values
+from bench.procstat import cpu_seconds
 
 KPRODUCER = "kproducer send()"
 KPRODUCER_POLL = "kproducer send() + poll()"
@@ -77,9 +77,13 @@ WARMUP_VALUE = b"warm-up"
 
 
 def _cpu_s() -> float:
-    """CPU seconds of this process so far, every thread's (a client's own threads included)."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+    # This process's CPU so far, every thread's (the client's own threads included).
+    return cpu_seconds(os.getpid(), children=False)
+
+
+def cpu_list(cpus) -> str:
+    """CPUs as the progress line and the report name them: ``0,1``."""
+    return ",".join(map(str, cpus))
 
 
 def percentiles(samples_ns: list[int]) -> dict:
@@ -298,7 +302,6 @@ def run(spec: dict) -> dict:
     out = {"client": spec["client"], "rate": spec["rate"], "loop": spec["loop"],
            "records": len(lat), "failed": failed, "missing": len(lat) - len(ok) - failed,
            "achieved_rate": len(lat) / elapsed if elapsed > 0 else 0.0, "settings": settings,
-           "placement": spec.get("placement", SHARED), "cpus": spec.get("cpus"),
            "cpu_cores": cpu / elapsed if elapsed > 0 else 0.0}
     out.update(percentiles(ok))
     out.update(rtt)

@@ -317,7 +317,7 @@ def _broker_cell(r: dict) -> str:
     # The broker's placement, and the CPUs the client kept to there.
     cpus = r.get("cpus")
     return PLACEMENT_NAMES[r["placement"]] + (
-        f" (client on CPU {','.join(map(str, cpus))})" if cpus else "")
+        f" (client on CPU {latency.cpu_list(cpus)})" if cpus else "")
 
 
 def latency_table(rows: list[dict]) -> list[str]:
@@ -665,8 +665,9 @@ def latency_chart(rows: list[dict], path: str) -> None:
     plan = [k for k in latency.PLAN if any(r["rate"] == k[0] and r["loop"] == k[1] for r in rows)]
     fig, axes = plt.subplots(1, max(len(plan), 1), figsize=(3.2 * max(len(plan), 1), 3.6),
                              sharey=True, squeeze=False)
+    summary = latency_summary(rows)
     for ax, (rate, loop) in zip(axes[0], plan):
-        for r in latency_summary(rows):
+        for r in summary:
             if r["rate"] != rate or r["loop"] != loop or not r["ok"]:
                 continue
             h = r["histogram"]

