@@ -477,8 +477,8 @@ class Producer:
                     first += 1
                 return first == len(pending)
             self._sender.wakeup()           # a step under way elsewhere steps again
-            self._sender.step_from_app()    # sends what the flush made sendable, now
-            self._sender.run_steps_until(flushed, deadline)
+            # The first step sends what the flush made sendable, now.
+            self._sender.run_steps_until(flushed, deadline, step_first=True)
             for r in pending[first:]:      # the Sender is closing (its thread steps), or timeout
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if not r.wait(remaining):

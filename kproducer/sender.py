@@ -155,6 +155,9 @@ class Sender:
         # The last step asked for the next at once (run_steps_until runs it without waiting
         # for the watcher to raise it: two thread wake-ups, 0.3-0.6 ms beside a busy broker).
         self._again = False
+        # Threads in run_steps_until: they step again at once when a step asks for the next
+        # at once, so that step tells the turn they look again (see _step's end).
+        self._waiting_threads = set()
         # kproducer.aio: called on the I/O thread before it runs a step that an attached
         # event loop left past its grace, so that a loop that stopped can be let go.
         self.before_io_step = None
@@ -268,7 +271,7 @@ class Sender:
             lock.release()
         return True
 
-    def run_steps_until(self, done, deadline: float | None) -> bool:
+    def run_steps_until(self, done, deadline: float | None, step_first: bool = False) -> bool:
         """Runs the wanted steps on this thread, which holds the GIL and waits for what they
         settle (flush(), a transaction's commit, poll() with a timeout), until ``done()`` or
         ``deadline`` (time.monotonic(); None: none); returns ``done()``. Waiting without the
@@ -277,27 +280,37 @@ class Sender:
         thread: a millisecond or more per response. Returns at once when the Sender is
         closing (its own thread steps then; the caller waits as it would otherwise), or
         from a delivery callback (the step it runs in is this thread's: a send there that
-        waits for memory can only wait, as it did)."""
+        waits for memory can only wait, as it did). ``step_first``: the caller made batches
+        sendable (flush()): the first step runs at once, without waiting to be wanted."""
         if self.in_step():
             return done()
         turn = self.turn
-        while self.running:
-            turn.sent()             # this thread looks again: the watcher leaves it the steps
-            elsewhere = (turn.pending or self._again) and not self.step_from_app()
-            # Read before done(): a step another thread ends after this wakes the wait below.
-            seen = turn.steps_ended
-            if done():
-                return True
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                break
-            if elsewhere:
-                # Another thread is mid-step, and needs the GIL back to finish it: wait
-                # without it until that step is done, never spin.
-                turn.wait_clear(1)
-            else:
-                turn.wait_step(seen, 100 if left is None else max(1, min(100, int(left * 1000))))
-        return done()
+        me = threading.get_ident()
+        waiting = self._waiting_threads
+        nested = me in waiting
+        waiting.add(me)
+        try:
+            while self.running:
+                turn.sent()             # this thread looks again: the watcher leaves it the steps
+                elsewhere = (step_first or turn.pending or self._again) and not self.step_from_app()
+                step_first = False
+                # Read before done(): a step another thread ends after this wakes the wait below.
+                seen = turn.steps_ended
+                if done():
+                    return True
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                if elsewhere:
+                    # Another thread is mid-step, and needs the GIL back to finish it: wait
+                    # without it until that step is done, never spin.
+                    turn.wait_clear(1)
+                else:
+                    turn.wait_step(seen, 100 if left is None else max(1, min(100, int(left * 1000))))
+            return done()
+        finally:
+            if not nested:
+                waiting.discard(me)
 
     def in_step(self) -> bool:
         """True on the thread running a step (e.g. in a delivery callback)."""
@@ -392,14 +405,27 @@ class Sender:
         if self.client.poll(0, now) or self.client.selector.needs_poll():
             self._arm_courier()
             self._again = True
+            self._looks_again()
             self.turn.done(0)
             return
         self._arm_courier()
         timeout = max(0, min(timeout, self.client.poll_timeout(now), 1 << 40))
         self._again = timeout == 0
+        if self._again:
+            self._looks_again()
         # The accumulator's deadlines are whole ms of the wall clock (batches' created_ms):
         # the watcher wakes at the instant ``wall`` + timeout begins, not up to 1 ms later.
         self.turn.done(SenderTurn.wall_to_mono_us(wall + timeout))
+
+    def _looks_again(self) -> None:
+        """This step asks for the next at once. A thread in run_steps_until runs it at once
+        (``_again``); it tells the turn so before the step ends, as send() does before it
+        looks at ``pending``. Otherwise the watcher, which raises that step as the step ends,
+        saw no send since its last look and handed the step to the I/O thread at once: that
+        thread queued for the GIL and took the next wanted step (the response, its
+        callbacks) from the thread waiting for it, in 12 of 20 flushes on a CI machine."""
+        if self._step_owner in self._waiting_threads:
+            self.turn.sent()
 
     # -- the courier: lingering batches sent between steps, without the GIL ----------------
 

@@ -418,6 +418,29 @@ def test_a_step_that_reads_answers_drains_what_they_freed_and_wants_no_other(mak
     assert not env.sender.turn.wait(200)                 # nothing wanted: no step at once
 
 
+def test_a_step_that_wants_the_next_at_once_counts_as_a_look_by_a_waiting_thread(make_env):
+    """With acks=0 a step's last poll completes what it wrote, so the step asks for the next
+    at once. A thread in run_steps_until runs that step itself, and the step tells the turn
+    so (a look, as a send is) before it ends: otherwise the watcher, raising it as the step
+    ends, saw no look since its last and handed it to the I/O thread at once. A step run
+    outside run_steps_until tells nothing. ``step_first`` runs the first step unasked."""
+    env = make_env(acks=0, enable_idempotence=False)
+    turn = env.sender.turn
+    first = env.append(0)
+    before = turn.activity
+    env.step()
+    assert first.done() and env.sender._again
+    assert turn.activity == before                       # no thread waits for it
+    second = env.append(1)
+    before = turn.activity
+    assert env.sender.run_steps_until(second.done, None, step_first=True)
+    assert env.sender._again
+    # The loop's own look before its step, and the step's: it wanted the next at once.
+    assert turn.activity == before + 2
+    assert not env.sender._waiting_threads               # the thread left the loop
+    assert second.result(0).offset == -1                 # acks=0: no offset
+
+
 def test_a_closing_sender_ends_when_a_step_settles_the_last_batch(make_env):
     """The close loop steps until nothing is queued or in flight; when the step it runs
     settles the last batch it ends there, without waiting for a step nobody will want."""

@@ -42,6 +42,11 @@ cdef class SenderTurn:
         self.touch()
 
     @property
+    def activity(self):
+        """How many times application threads said they sent or look again (:meth:`sent`)."""
+        return 0 if self.t == NULL else kp_turn_activity(self.t)
+
+    @property
     def send_interval_us(self):
         """The application's mean interval between sends, as the steps see it (0: unknown)."""
         return 0 if self.t == NULL else kp_turn_send_interval_us(self.t)
