@@ -156,7 +156,7 @@ class Sender:
         # for the watcher to raise it: two thread wake-ups, 0.3-0.6 ms beside a busy broker).
         self._again = False
         # Threads in run_steps_until: they step again at once when a step asks for the next
-        # at once, so that step tells the turn they look again (see _step's end).
+        # at once, so that step tells the turn they look again (_next_at_once).
         self._waiting_threads = set()
         # kproducer.aio: called on the I/O thread before it runs a step that an attached
         # event loop left past its grace, so that a loop that stopped can be let go.
@@ -286,9 +286,9 @@ class Sender:
             return done()
         turn = self.turn
         me = threading.get_ident()
-        waiting = self._waiting_threads
-        nested = me in waiting
-        waiting.add(me)
+        # Not nested on one thread: a delivery callback (the only code run inside the loop's
+        # steps) returned above.
+        self._waiting_threads.add(me)
         try:
             while self.running:
                 turn.sent()             # this thread looks again: the watcher leaves it the steps
@@ -309,8 +309,7 @@ class Sender:
                     turn.wait_step(seen, 100 if left is None else max(1, min(100, int(left * 1000))))
             return done()
         finally:
-            if not nested:
-                waiting.discard(me)
+            self._waiting_threads.discard(me)
 
     def in_step(self) -> bool:
         """True on the thread running a step (e.g. in a delivery callback)."""
@@ -404,26 +403,26 @@ class Sender:
         # half the steps at 50,000 records/s, 90 µs each.)
         if self.client.poll(0, now) or self.client.selector.needs_poll():
             self._arm_courier()
-            self._again = True
-            self._looks_again()
+            self._next_at_once()
             self.turn.done(0)
             return
         self._arm_courier()
         timeout = max(0, min(timeout, self.client.poll_timeout(now), 1 << 40))
-        self._again = timeout == 0
-        if self._again:
-            self._looks_again()
+        if timeout == 0:
+            self._next_at_once()
         # The accumulator's deadlines are whole ms of the wall clock (batches' created_ms):
         # the watcher wakes at the instant ``wall`` + timeout begins, not up to 1 ms later.
         self.turn.done(SenderTurn.wall_to_mono_us(wall + timeout))
 
-    def _looks_again(self) -> None:
-        """This step asks for the next at once. A thread in run_steps_until runs it at once
-        (``_again``); it tells the turn so before the step ends, as send() does before it
-        looks at ``pending``. Otherwise the watcher, which raises that step as the step ends,
-        saw no send since its last look and handed the step to the I/O thread at once: that
-        thread queued for the GIL and took the next wanted step (the response, its
-        callbacks) from the thread waiting for it, in 12 of 20 flushes on a CI machine."""
+    def _next_at_once(self) -> None:
+        """This step asks for the next at once (``_again``, cleared as each step begins). A
+        thread in run_steps_until runs it at once; it tells the turn so before the step ends,
+        as send() does before it looks at ``pending``. Otherwise the watcher, which raises
+        that step as the step ends, saw no send since its last look and handed the step to
+        the I/O thread at once: that thread queued for the GIL and took the next wanted step
+        (the response, its callbacks) from the thread waiting for it, in 12 of 20 flushes on
+        a CI machine."""
+        self._again = True
         if self._step_owner in self._waiting_threads:
             self.turn.sent()
 
