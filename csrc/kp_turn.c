@@ -504,12 +504,18 @@ static void hand_over(kp_turn *t)
     t->handed = t->raised;
     if (!t->pending || t->stop)
         return;
+    /* The grace below is this raise's. A step that ends within it answers this raise, and a
+     * raise after that step (a response, a wake-up) is a new one, which may come before this
+     * thread looks again: waiting for pending alone would carry the old grace over to it and
+     * hand it over early, judged by an activity count read before it was raised. So the
+     * grace ends with the step; the watcher loop then decides the new raise afresh. */
+    uint64_t steps = t->steps_ended;
     uint64_t a = __atomic_load_n(&t->activity, __ATOMIC_RELAXED);
     if (t->loops > 0) {
         /* An attached event loop was woken (raise_locked) and runs the step on its own
          * thread; the I/O thread steps only if the loop is held up past its grace. */
         t->seen_activity = a;
-        wait_for(t, 0, NULL, ms_to_us(t->loop_grace_ms));
+        wait_for(t, 0, &steps, ms_to_us(t->loop_grace_ms));
     } else if (a != t->seen_activity) {
         t->seen_activity = a;
         /* A sender asleep in the kernel (time.sleep, a socket) will not step before
@@ -518,7 +524,8 @@ static void hand_over(kp_turn *t)
          * every KP_TURN_SENDER_LOOK_US of it: the wake-ups of a sliced grace beside a busy
          * sender made it step later (measured: 3-4x the I/O thread's steps at 1,000/s). */
         int64_t end = kp_turn_now_us() + kp_turn_grace_us(t, t->grace_floor_ms), left;
-        while (t->pending && !t->stop && (left = end - kp_turn_now_us()) > 0) {
+        while (t->pending && t->steps_ended == steps && !t->stop
+               && (left = end - kp_turn_now_us()) > 0) {
             if (sender_asleep(t)) {
                 t->sender_sleeps = KP_TURN_SENDER_SLEEPS;
                 __atomic_add_fetch(&t->asleep_steps, 1, __ATOMIC_RELAXED);
@@ -529,10 +536,10 @@ static void hand_over(kp_turn *t)
                 if (left > KP_TURN_SENDER_LOOK_US)
                     left = KP_TURN_SENDER_LOOK_US;
             }
-            wait_for(t, 0, NULL, left);
+            wait_for(t, 0, &steps, left);
         }
     }
-    if (t->pending && !t->stop) {
+    if (t->pending && t->steps_ended == steps && !t->stop) {
         t->io_wanted = 1;       /* nobody stepped within the grace: the I/O thread does */
         pthread_cond_signal(&t->io_cv);
     }

@@ -394,6 +394,43 @@ def test_steps_the_application_runs_within_its_grace_leave_the_io_thread_asleep(
         t.close()
 
 
+def test_a_raise_just_after_a_step_ends_within_a_grace_is_decided_afresh(pipe):
+    """A step that ends within a raise's grace ends that grace. A raise right after it (a
+    response, a wake-up), before the watcher looks again, gets its own decision: a fresh grace
+    if the application sent since, the I/O thread at once if not. (The grace used to run on,
+    as pending was raised again, and hand the new raise over when the old grace ended: early
+    by the time between the two raises, CI's failure of the test above.) Each pair of calls
+    below is back to back, so the watcher, woken by the step's end, mostly looks only after
+    the new raise; five rounds each."""
+    t = SenderTurn(pipe[0])
+    try:
+        for sends_again in (True, False) * 5:
+            returned = []
+            io = threading.Thread(target=lambda: returned.append(t.wait_io(200)), daemon=True)
+            io.start()                                   # a grace of 200 ms (the floor given)
+            _until_blocked(io, in_futex=True)
+            t.sent()
+            t.wake()                                     # its grace begins
+            _spin(0.05)
+            t.begin()
+            t.done(-1)
+            t0 = now_us()
+            if sends_again:
+                t.sent()
+            t.wake()
+            io.join(10)
+            waited = now_us() - t0
+            assert returned == [1]
+            if sends_again:                  # a grace of its own, not the 150 ms left of the old
+                assert waited >= 200_000 - 50, waited
+            else:                            # no send since the look: at once
+                assert waited < 100_000, waited
+            t.begin()
+            t.done(-1)
+    finally:
+        t.close()
+
+
 def test_close_stops_the_watcher_and_leaves_a_harmless_object(pipe):
     before = threading.active_count()
     turns = [SenderTurn(pipe[0]) for _ in range(20)]
