@@ -21,7 +21,7 @@ environment) and ``results.png`` (records/s per scenario and client).
 
 The full run takes about 20 minutes on 2 cores; ``--quick`` (a few scenarios, small sizes,
 a tiny Spark run, no repeats) about a minute. Sizes: 1,000,000 records per client for
-10 B and 100 B values (250,000 for 1 KiB), a tenth of that for the pure-Python kafka-python
+10 B and 100 B values (750,000 for 1 KiB), a tenth of that for the pure-Python kafka-python
 and aiokafka (compared by rate), 2,000,000 Spark rows; every run three times, round-robin
 over the clients, the fastest verified run kept (the machine is shared with the broker, and
 noisy); the latency scenario's rows three times as well, each figure the median of the runs.
@@ -53,7 +53,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="runs per producer client and scenario, best kept (default 3; 1 with "
                          "--quick), Spark recipes included; latency rows: the median of them")
     ap.add_argument("--records", type=int, help="records per kproducer/confluent run, 10 B and "
-                                                "100 B values (1 KiB: a quarter)")
+                                                "100 B values (1 KiB: three quarters)")
     ap.add_argument("--spark-rows", type=int, help="rows per Spark recipe")
     ap.add_argument("--partitions", type=int, default=4, help="partitions per topic (default 4)")
     ap.add_argument("--batch-size", type=int, default=1_000_000,
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     sizes = scenarios.QUICK if args.quick else scenarios.FULL
     if args.records:
         sizes = dataclasses.replace(sizes, records=args.records,
-                                    records_1kib=max(1000, args.records // 4))
+                                    records_1kib=max(1000, args.records * 3 // 4))
     if args.spark_rows:
         sizes = dataclasses.replace(sizes, spark_rows=args.spark_rows)
     started = datetime.datetime.now()

@@ -16,13 +16,25 @@ INDEX_BYTES = 8
 MIN_VALUE_SIZE = INDEX_BYTES + 2
 
 
+# Random bytes drawn per call: random.randbytes takes at most 2**31 bits (256 MiB), and
+# 750,000 values of 1 KiB need 381 MB of them.
+RANDOM_CHUNK = 1 << 24
+
+
 def make_values(n: int, value_size: int, seed: int = 1) -> list[bytes]:
     if value_size < MIN_VALUE_SIZE:
         raise ValueError(f"value_size {value_size} is below {MIN_VALUE_SIZE} bytes "
                          f"(the last {INDEX_BYTES} hold the record index)")
     text = value_size - INDEX_BYTES
     # One text blob for all values: generation stays well under a second per million records.
-    blob = random.Random(seed).randbytes((n * text + 1) // 2).hex().encode()
+    rng = random.Random(seed)
+    left = (n * text + 1) // 2
+    parts = []
+    while left > 0:
+        take = min(left, RANDOM_CHUNK)
+        parts.append(rng.randbytes(take).hex().encode())
+        left -= take
+    blob = b"".join(parts)
     return [blob[i * text:(i + 1) * text] + i.to_bytes(INDEX_BYTES, "big") for i in range(n)]
 
 

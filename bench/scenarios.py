@@ -119,9 +119,9 @@ class Sizes:
         return max(1000, int(n * self.slow_fraction)) if slow else n
 
 
-FULL = Sizes(records=1_000_000, records_1kib=250_000, slow_fraction=0.1, spark_rows=2_000_000,
+FULL = Sizes(records=1_000_000, records_1kib=750_000, slow_fraction=0.1, spark_rows=2_000_000,
              micro_records=200_000, micro_repeat=5, latency_seconds=5.0)
-QUICK = Sizes(records=20_000, records_1kib=5_000, slow_fraction=0.25, spark_rows=20_000,
+QUICK = Sizes(records=20_000, records_1kib=15_000, slow_fraction=0.25, spark_rows=20_000,
               micro_records=10_000, micro_repeat=2, latency_seconds=0.5)
 
 

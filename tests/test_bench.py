@@ -168,6 +168,29 @@ def test_verify_reports_lost_duplicated_and_stray_records(broker):
     assert "unexpected values (indices [50]" in bad["error"] and "0 warm-up records" in bad["error"]
 
 
+def test_values_come_from_random_draws_each_within_randbytes_limit(monkeypatch):
+    """random.randbytes takes at most 2**31 bits: 750,000 values of 1 KiB (the 1 KiB scenario)
+    need more, so the text is drawn in chunks. A small chunk here puts values across chunk
+    boundaries; the values are still whole, hex text, indexed, and the same in every process."""
+    import random
+
+    from bench import data
+
+    assert data.RANDOM_CHUNK * 8 <= 2 ** 31
+    drawn = []
+    real = random.Random.randbytes
+    monkeypatch.setattr(random.Random, "randbytes",
+                        lambda self, k: drawn.append(k) or real(self, k))
+    monkeypatch.setattr(data, "RANDOM_CHUNK", 7)
+    values = data.make_values(40, 30)
+    assert max(drawn) == 7 and sum(drawn) == (40 * 22 + 1) // 2 and len(drawn) > 40 * 22 // 14
+    assert values == data.make_values(40, 30)
+    assert len(set(values)) == 40
+    for i, v in enumerate(values):
+        assert len(v) == 30 and data.index_of(v) == i
+        int(v[:22], 16)                                  # hex text
+
+
 def test_producer_rounds_alternate_the_clients_order(monkeypatch):
     """Each round of a producer scenario runs its clients in the order opposite to the last
     (the scenario's broker keeps every record, so a fixed order measured each client on a
