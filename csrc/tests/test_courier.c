@@ -3,7 +3,8 @@
  * Build and run from the repo root:
  *   gcc -O2 -Wall -Wextra -std=c11 -Icsrc -DKP_HAVE_ZLIB=1 csrc/kp_courier.c csrc/kp_produce.c \
  *       csrc/kp_batch.c csrc/kp_buf.c csrc/kp_crc32c.c csrc/kp_turn.c csrc/kp_compress.c \
- *       csrc/tests/test_courier.c -pthread -lz -o /tmp/test_courier && /tmp/test_courier
+ *       csrc/tests/test_courier.c -pthread -lz -Wl,--wrap=kp_compress -o /tmp/test_courier \
+ *   && /tmp/test_courier
  * (add -fsanitize=address,undefined -g for the sanitizer run, as tests/test_build.py does)
  *
  * The selector is a fake behind kp_selector_fns that keeps what the courier stages and hands
@@ -23,6 +24,7 @@
 #define _GNU_SOURCE
 #include "kp_courier.h"
 #include "kp_clock.h"
+#include "kp_compress.h"
 #include "kp_test.h"
 
 #if KP_HAVE_ZLIB
@@ -575,10 +577,68 @@ static void test_compressed_once(void)
     kp_batch_free(&w);
 }
 
+/* The courier's calls of kp_compress, through the linker (-Wl,--wrap=kp_compress, as
+ * tests/test_build.py links this test): while the gate is shut, a call says it has begun and
+ * waits until the test opens it, so the test catches the courier compressing every time, not
+ * only when the scheduler lets it look within the few milliseconds gzip takes. */
+kp_status __real_kp_compress(kp_compressor *z, int codec, int level, const uint8_t *src, size_t n,
+                             const uint8_t **out, size_t *out_len, int64_t *lib_code);
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int shut, begun, returned;
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+
+kp_status __wrap_kp_compress(kp_compressor *z, int codec, int level, const uint8_t *src, size_t n,
+                             const uint8_t **out, size_t *out_len, int64_t *lib_code)
+{
+    pthread_mutex_lock(&gate.mu);
+    gate.begun++;
+    pthread_cond_broadcast(&gate.cv);
+    while (gate.shut)
+        pthread_cond_wait(&gate.cv, &gate.mu);
+    pthread_mutex_unlock(&gate.mu);
+    kp_status st = __real_kp_compress(z, codec, level, src, n, out, out_len, lib_code);
+    pthread_mutex_lock(&gate.mu);
+    gate.returned++;
+    pthread_cond_broadcast(&gate.cv);
+    pthread_mutex_unlock(&gate.mu);
+    return st;
+}
+
+/* Waits up to timeout_us for *counter to reach want (1: it did). */
+static int gate_wait(int *counter, int want, int64_t timeout_us)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(timeout_us / 1000000);
+    until.tv_nsec += (long)(timeout_us % 1000000) * 1000;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&gate.mu);
+    int rc = 0;
+    while (*counter < want && rc == 0)
+        rc = pthread_cond_timedwait(&gate.cv, &gate.mu, &until);
+    int reached = *counter >= want;
+    pthread_mutex_unlock(&gate.mu);
+    return reached;
+}
+
+static void gate_set(int shut)
+{
+    pthread_mutex_lock(&gate.mu);
+    gate.shut = shut;
+    pthread_cond_broadcast(&gate.cv);
+    pthread_mutex_unlock(&gate.mu);
+}
+
 /* A step that begins while the courier compresses (a copy, without the lock) owns the batch at
  * once: the reset does not wait, and the courier drops what it compressed and writes nothing
- * (the step's take had not seen a request). (gzip of 2 MB: milliseconds, long enough to be
- * caught at it.) */
+ * (the step's take had not seen a request). The gate holds the courier inside kp_compress
+ * while the step begins, and lets it finish afterwards. */
 static void test_a_step_that_begins_owns_the_batch_being_compressed(void)
 {
 #if KP_HAVE_ZLIB
@@ -595,27 +655,31 @@ static void test_a_step_that_begins_owns_the_batch_being_compressed(void)
     size_t plain_len = w.buf.len;
     fake_reset(1, 0);
     plan_codec = KP_CODEC_GZIP;
+    int begun = gate.begun, returned = gate.returned;
+    gate_set(1);
     arm_one(c, &w, now_us());
-    int caught = 0;
-    int64_t deadline = now_us() + 5000000;
-    while (!caught && now_us() < deadline) {
-        kp_courier_lock(c);
-        if (w.sealed && !w.compressed) {
-            /* The courier is compressing: it would set compressed under the lock. */
-            caught = 1;
-            int64_t t0 = now_us();
-            kp_courier_reset(c);
-            CHECK(now_us() - t0 < 1000 && !w.compressed && !kp_courier_armed(c),
-                  "the reset waited for the courier (%lld us)", (long long)(now_us() - t0));
-        }
-        kp_courier_unlock(c);
-    }
-    CHECK(caught, "never caught the courier compressing");
-    usleep(200000);         /* longer than the compression took (it was caught at it) */
+    CHECK(gate_wait(&gate.begun, begun + 1, 5000000), "the courier never began compressing");
+    kp_courier_lock(c);
+    CHECK(w.sealed && !w.compressed, "sealed for the compression (sealed %d, compressed %d)",
+          (int)w.sealed, (int)w.compressed);
+    /* The courier is held inside kp_compress until the gate opens below: a reset that waited
+     * for it would never return. */
+    kp_courier_reset(c);
+    CHECK(!w.compressed && !kp_courier_armed(c), "reset while the courier compresses");
+    kp_courier_unlock(c);
+    gate_set(0);
+    CHECK(gate_wait(&gate.returned, returned + 1, 5000000), "the compression never returned");
+    /* The courier takes the lock once more after kp_compress returns, finds the plan gone, and
+     * drops what it compressed; the lock is held here while it would write, and once after. */
+    usleep(100000);
     kp_courier_lock(c);
     CHECK(!w.compressed && w.buf.len == plain_len, "the batch the step owns was changed");
     kp_courier_unlock(c);
     CHECK(fake_sends() == 0 && kp_courier_sent(c) == 0, "it wrote the request after the reset");
+    pthread_mutex_lock(&gate.mu);
+    int times = gate.begun - begun;
+    pthread_mutex_unlock(&gate.mu);
+    CHECK(times == 1, "compressed %d times, not once", times);
     plan_codec = KP_CODEC_NONE;
     kp_courier_free(c);
     kp_batch_free(&w);
