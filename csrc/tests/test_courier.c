@@ -774,11 +774,16 @@ static void test_reset_before_the_deadline(void)
     CHECK(kp_courier_new(&c, NULL) == KP_OK, "new");
     new_batch(&w);
     fake_reset(1, 0);
-    arm_one(c, &w, now_us() + 20000);
+    /* (200 ms: a test thread descheduled between the arm and the reset for longer than the
+     * deadline would see the courier send, rightly.) */
+    int64_t deadline = now_us() + 200000;
+    arm_one(c, &w, deadline);
     kp_courier_lock(c);
+    int in_time = now_us() < deadline;
     kp_courier_reset(c);      /* a step began */
     kp_courier_unlock(c);
-    usleep(60000);
+    CHECK(in_time, "the reset came after the deadline");
+    usleep(300000);
     CHECK(fake_sends() == 0 && w.sealed == 0, "sent after its plan was reset");
     kp_courier_free(c);
     kp_batch_free(&w);
