@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "kp_courier.h"
 #include "kp_clock.h"
+#include "kp_thread.h"
 #include "kp_compress.h"
 #include "kp_endian.h"
 #include "kp_produce.h"
@@ -10,11 +11,9 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -536,12 +535,7 @@ static int64_t look(kp_courier *c, size_t *npfds)
 static void *run(void *arg)
 {
     kp_courier *c = arg;
-    sigset_t all;
-    /* Signals belong to the interpreter's threads. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
-    /* Deadlines to the microsecond, as the turn's watcher (kp_turn.c). */
-    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    (void)kp_thread_begin();
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
         size_t npfds = 0;

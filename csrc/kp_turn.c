@@ -2,18 +2,17 @@
 #define _GNU_SOURCE
 #include "kp_turn.h"
 #include "kp_clock.h"
+#include "kp_thread.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -109,14 +108,7 @@ static void hand_over(kp_turn *t);
 static void *watch(void *arg)
 {
     kp_turn *t = arg;
-    sigset_t all;
-    /* Signals belong to the interpreter's threads: never interrupt this one for them. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
-    /* Deadlines to the microsecond: the kernel's default timer slack (50 µs for a thread of
-     * normal priority) let ppoll(2) wake this thread 50-100 µs after a batch's linger.ms. */
-    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-    long slack = (long)prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);
+    long slack = kp_thread_begin();
 
     __atomic_store_n(&t->slack_ns, slack, __ATOMIC_RELAXED);
     pthread_mutex_lock(&t->mu);

@@ -1,0 +1,73 @@
+"""The C core's own threads (csrc/kp_thread.h): the turn's watcher and the courier ask the
+scheduler for a 100 us slice, so that as they wake (a response arrived, a batch's linger.ms
+is over) they may preempt an application thread that keeps the CPU busy in Python, rather
+than wait out its slice. The threads that start them keep their own."""
+
+import os
+import threading
+import time
+
+import pytest
+
+from kproducer._accumulator import RecordAccumulator, SenderTurn
+
+SLICE_NS = 100_000
+
+
+def _slice_ns(tid) -> int | None:
+    """The thread's scheduler slice as /proc/<tid>/sched reports it (None: not reported)."""
+    with open(f"/proc/self/task/{tid}/sched") as f:
+        for line in f:
+            if line.startswith("se.slice"):
+                return int(line.split(":")[1])
+    return None
+
+
+def _kernel_takes_a_slice() -> bool:
+    """Linux 6.12 and later take sched_runtime as a SCHED_OTHER thread's slice."""
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    return (major, minor) >= (6, 12)
+
+
+def _new_threads(before: set, want: int) -> set:
+    deadline = time.monotonic() + 10
+    while True:
+        new = set(os.listdir("/proc/self/task")) - before
+        if len(new) >= want or time.monotonic() > deadline:
+            return new
+        time.sleep(0.001)
+
+
+@pytest.fixture
+def pipe():
+    r, w = os.pipe()
+    yield r, w
+    os.close(r)
+    os.close(w)
+
+
+@pytest.mark.parametrize("which", ["turn watcher", "courier"])
+def test_the_c_threads_ask_for_a_short_slice_and_their_starter_keeps_its_own(pipe, which):
+    me = threading.get_native_id()
+    own = _slice_ns(me)
+    before = set(os.listdir("/proc/self/task"))
+    obj = SenderTurn(pipe[0]) if which == "turn watcher" else RecordAccumulator()
+    try:
+        new = _new_threads(before, 1)
+        assert len(new) == 1, new
+        (tid,) = new
+        # The thread sets its slice as it starts: wait for it, with a deadline.
+        deadline = time.monotonic() + 10
+        while _slice_ns(tid) != SLICE_NS and time.monotonic() < deadline:
+            time.sleep(0.001)
+        got = _slice_ns(tid)
+        if own is None:         # a kernel without EEVDF reports no slice
+            assert got is None
+        elif _kernel_takes_a_slice():
+            assert got == SLICE_NS, f"thread {tid}: {got} ns"
+        else:                   # before 6.12 the kernel keeps its own
+            assert got == own
+        assert _slice_ns(me) == own
+    finally:
+        if isinstance(obj, SenderTurn):
+            obj.close()
