@@ -535,7 +535,7 @@ static int64_t look(kp_courier *c, size_t *npfds)
 static void *run(void *arg)
 {
     kp_courier *c = arg;
-    (void)kp_thread_begin();
+    (void)kp_thread_begin(0);
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
         size_t npfds = 0;

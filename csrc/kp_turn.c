@@ -108,7 +108,7 @@ static void hand_over(kp_turn *t);
 static void *watch(void *arg)
 {
     kp_turn *t = arg;
-    long slack = kp_thread_begin();
+    long slack = kp_thread_begin(1);
 
     __atomic_store_n(&t->slack_ns, slack, __ATOMIC_RELAXED);
     pthread_mutex_lock(&t->mu);
