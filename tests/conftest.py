@@ -18,12 +18,23 @@ broker fails the test even if the client side looked fine.
 from __future__ import annotations
 
 import inspect
+import os
 from pathlib import Path
 
 import pytest
 
 from kproducer.testing import FaultProxy, TansuBroker
 from kproducer.testing.broker import free_port
+
+
+@pytest.fixture
+def pipe():
+    """``(read end, write end)`` of an os.pipe, closed after the test: a descriptor for a
+    SenderTurn to watch."""
+    r, w = os.pipe()
+    yield r, w
+    os.close(r)
+    os.close(w)
 
 
 @pytest.fixture

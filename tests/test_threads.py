@@ -49,14 +49,6 @@ def _new_threads(before: set, want: int) -> set:
         time.sleep(0.001)
 
 
-@pytest.fixture
-def pipe():
-    r, w = os.pipe()
-    yield r, w
-    os.close(r)
-    os.close(w)
-
-
 @pytest.mark.parametrize("which", ["turn watcher", "courier"])
 def test_the_watcher_alone_asks_for_a_short_slice(pipe, which):
     me = threading.get_native_id()

@@ -15,14 +15,6 @@ now_ms = SenderTurn.now_ms
 now_us = SenderTurn.now_us
 
 
-@pytest.fixture
-def pipe():
-    r, w = os.pipe()
-    yield r, w
-    os.close(r)
-    os.close(w)
-
-
 def test_the_clocks_are_time_monotonic_and_the_wall_clock_converts():
     a = int(time.monotonic() * 1000)
     b = now_ms()
