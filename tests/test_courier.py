@@ -170,10 +170,15 @@ def test_the_courier_compresses_a_batch_once_and_the_step_keeps_it(link, codec):
 def test_one_request_per_node_with_every_due_partition(link):
     sel, conn = link
     acc = _acc()
-    # Both appended before the arming: appended after it, a thread descheduled between the
-    # two for linger.ms (CI met it) would see the first sent alone.
+    # Both due before the arming. Each batch lingers from its own created_ms, a whole wall
+    # millisecond: two appends that straddle a millisecond (CI met it), or a thread descheduled
+    # between them, would make the second due later than the first, which goes alone.
     acc.append("t", 0, None, b"a", None, None, None)
+    time.sleep(0.003)
     acc.append("t", 1, None, b"b", None, None, None)
+    both_due_ms = time.time() * 1000 + LINGER_MS + 2
+    while time.time() * 1000 < both_due_ms:
+        time.sleep(0.005)
     acc.arm_courier(sel.courier_io(), {7: node(9)}, LEADERS, None, None, -1, -1, 1, 1000, None)
     cid, client_id, acks, timeout, parts = _parse_produce_v3(_recv_frame(conn))
     assert (cid, client_id, acks, timeout) == (9, None, 1, 1000)
