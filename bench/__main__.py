@@ -4,7 +4,9 @@ With no arguments it starts an embedded broker (``kproducer.testing.TansuBroker`
 one per scenario) and runs the whole matrix of :mod:`bench.scenarios`: for each producer
 scenario, kproducer's ``send()`` loop and ``send_many``, confluent-kafka's produce/poll loop
 and ``produce_batch``, kafka-python and aiokafka (each when installed, each in its own
-process on its own fresh topic, same records, same settings); the Spark scenario
+process on its own fresh topic, same records, same settings), and in the scenarios with a
+throughput target the broker's ceiling (:mod:`bench.ceiling`: the same records in requests
+encoded before the clock, what the broker takes when the client does no work); the Spark scenario
 (``write_kafka`` against confluent-kafka's ``foreachPartition`` and ``mapInPandas``
 recipes) when pyspark is installed; and the encode and CRC-32C microbenchmarks
 (:mod:`bench.micro`); and the asyncio scenario (:mod:`bench.aio`: kproducer's AIOProducer
@@ -35,7 +37,9 @@ import datetime
 import os
 import sys
 
-from bench import clients, report, runner, scenarios
+from bench import ceiling, clients, report, runner, scenarios
+
+KNOWN_CLIENTS = (*clients.CLIENTS, ceiling.CLIENT)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -46,7 +50,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--scenarios", type=lambda s: [p for p in s.split(",") if p],
                     help=f"comma-separated names or globs, from: {', '.join(scenarios.ALL_NAMES)}")
     ap.add_argument("--clients", type=lambda s: [p.strip() for p in s.split(",") if p.strip()],
-                    help=f"only these producer clients: {', '.join(clients.CLIENTS)}")
+                    help=f"only these producer clients: {', '.join(KNOWN_CLIENTS)} (the "
+                         f"last: what the embedded broker takes from a client that does no "
+                         f"work, bench/ceiling.py; in scenarios {', '.join(ceiling.SCENARIOS)})")
     ap.add_argument("--bootstrap-servers", help="a real cluster instead of the embedded broker")
     ap.add_argument("--output", help="results folder (default: bench-results/<timestamp>)")
     ap.add_argument("--repeat", type=int, default=None,
@@ -65,9 +71,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.repeat < 1 or args.partitions < 1 or args.batch_size < 1:
         ap.error("--repeat, --partitions and --batch-size must be at least 1")
     if args.clients:
-        unknown = [c for c in args.clients if c not in clients.CLIENTS]
+        unknown = [c for c in args.clients if c not in KNOWN_CLIENTS]
         if unknown:
-            ap.error(f"--clients: unknown {unknown}; known: {', '.join(clients.CLIENTS)}")
+            ap.error(f"--clients: unknown {unknown}; known: {', '.join(KNOWN_CLIENTS)}")
     try:
         args.names = scenarios.select(args.scenarios, args.quick)
     except ValueError as exc:

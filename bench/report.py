@@ -6,7 +6,7 @@ import json
 import math
 import statistics
 
-from bench import aio, clients, latency, scenarios, spark_recipes
+from bench import aio, ceiling, clients, latency, scenarios, spark_recipes
 
 TABLE_HEADER = ("| scenario | client | records | records/s | MB/s | CPU µs/record | "
                 "peak RSS MiB (over data) | broker CPU µs/record | vs reference |")
@@ -85,8 +85,24 @@ def _scenario_ratios(out: list, by: dict, scenario: str, targets: dict, what: st
             continue
         value = r["records_per_s"] / ref["records_per_s"]
         out.append({"label": label, "value": value, "target": target, "met": value >= target,
-                    "detail": f"{scenario} scenario, {r['records']:,} records each, same run"})
+                    "detail": f"{scenario} scenario, {r['records']:,} records each, same run"
+                              f"{_ceiling(by, scenario, r, ref, target)}"})
         _cost_side_by_side(out, r, ref, scenario)
+
+
+def _ceiling(by: dict, scenario: str, r: dict, ref: dict, target: float | None) -> str:
+    """What the broker took in the same scenario from a client that does no work
+    (bench.ceiling), beside a ratio: a target above it is beyond this broker, and the
+    client's share of it is what its own work costs."""
+    top = by.get((scenario, ceiling.CLIENT))
+    if top is None or not top["ok"]:
+        return ""
+    room = top["records_per_s"] / ref["records_per_s"]
+    beyond = (f", below the target: {target:g}× is more than the broker takes"
+              if target is not None and room < target else "")
+    return (f"; the broker's ceiling {top['records_per_s']:,.0f} records/s, "
+            f"{room:.2f}× the reference{beyond}; {r['client']} at "
+            f"{r['records_per_s'] / top['records_per_s']:.0%} of it")
 
 
 def _broker_cpu(r: dict) -> str:
@@ -131,7 +147,8 @@ def headline_ratios(rows: list[dict], micro: dict | None) -> list[dict]:
         value = r["records_per_s"] / ref["records_per_s"]
         out.append({"label": label, "value": value, "target": target,
                     "met": None if target is None else value >= target,
-                    "detail": f"base scenario, {r['records']:,} records each, same run"})
+                    "detail": f"base scenario, {r['records']:,} records each, same run"
+                              f"{_ceiling(by, 'base', r, ref, target)}"})
         if client.startswith("kproducer"):
             # On a shared machine the broker's CPU bounds the wall-clock ratio; the client's
             # own CPU per record is the cost the producer controls.
@@ -548,7 +565,11 @@ def markdown(doc: dict) -> str:
            f"tree for Spark) per record; peak RSS: VmHWM during the timed part, in brackets what "
            f"it adds to the pre-generated data; broker CPU: the embedded broker's user + system "
            f"time while the client ran, per record. Best of {params['repeat']} "
-           f"repeat(s). Reference: {clients.REFERENCE} (Spark: the faster confluent recipe).",
+           f"repeat(s). Reference: {clients.REFERENCE} (Spark: the faster confluent recipe). "
+           f"`{ceiling.CLIENT}` (scenarios {', '.join(ceiling.SCENARIOS)}, the embedded broker "
+           f"only): the same records in kproducer's requests, encoded before the clock and "
+           f"written over one connection with {ceiling.MAX_IN_FLIGHT} in flight, what the "
+           f"broker takes from a client that does no work (bench/ceiling.py).",
            "", "## Headline ratios", ""]
     out += [f"- {line}" for line in ratio_lines(doc["ratios"])] or ["- (none measured)"]
     out += ["", "## Producers", ""]

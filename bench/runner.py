@@ -18,7 +18,7 @@ import sys
 import time
 import uuid
 
-from bench import aio, clients, latency, scenarios, spark_recipes
+from bench import aio, ceiling, clients, latency, scenarios, spark_recipes
 from bench.data import payload_bytes
 from bench.procstat import cpu_seconds
 from bench.verify import check_topic
@@ -206,12 +206,13 @@ def producer_run(cluster: Cluster, scenario, client: str, records: int, args, re
             "idempotence": scenario.idempotence, "compression": scenario.compression,
             "compression_level": scenario.compression_level, "linger_ms": args.linger_ms,
             "batch_size": args.batch_size, "commit_every": scenario.commit_every,
-            "own_defaults": scenario.own_defaults}
+            "own_defaults": scenario.own_defaults, "partitions": cluster.partitions}
+    module = "bench.ceiling" if client == ceiling.CLIENT else "bench.clients"
     row = {"scenario": scenario.name, "client": client, "rep": rep, "records": records,
            "topic": topic, "ok": False, "error": None}
     broker_cpu0 = cluster.broker_cpu()
     try:
-        proc = subprocess.run([sys.executable, "-m", "bench.clients", json.dumps(spec)],
+        proc = subprocess.run([sys.executable, "-m", module, json.dumps(spec)],
                               cwd=ROOT, capture_output=True, text=True, check=False,
                               timeout=300 + records / 2000)
     except subprocess.TimeoutExpired as exc:
@@ -524,6 +525,11 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
                 skipped[f"{name} / {client}"] = why
             else:
                 plan.append((scenario, client))
+        # The broker's ceiling beside the clients (bench.ceiling): one connection to the
+        # embedded broker, which leads every partition; a cluster's leaders are elsewhere.
+        if (embedded and name in ceiling.SCENARIOS
+                and (not args.clients or ceiling.CLIENT in args.clients)):
+            plan.append((scenario, ceiling.CLIENT))
     latency_clients = [c for c in latency.CLIENTS if installed(latency.DISTRIBUTION[c])
                        and (not args.clients or latency.USES[c] in args.clients)]
     latency_on = scenarios.LATENCY in names and bool(latency_clients)

@@ -14,7 +14,7 @@ from confluent_kafka import Producer as ConfluentProducer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)   # bench/ lives in the checkout, it is not an installed package
 
-from bench import aio, clients, latency, report, scenarios, spark_recipes
+from bench import aio, ceiling, clients, latency, report, scenarios, spark_recipes
 from bench.data import make_values
 from bench.verify import check_topic
 
@@ -71,6 +71,14 @@ def test_bench_quick_writes_verified_results(tmp_path):
         f"{clients.REFERENCE} CPU per record / {clients.KPRODUCER_SEND} CPU per record")
         and "(defaults scenario)" in t["detail"]]
     assert len(costs) == 1 and costs[0]["value"] > 0 and "broker CPU per record" in costs[0]["detail"]
+    # The broker's ceiling ran where a throughput target is, read back, and stands beside
+    # the targets' ratios.
+    for name in ("base", "defaults"):
+        top = by[(name, ceiling.CLIENT)]
+        assert top["ok"] and top["records_per_s"] > 0, top
+    target = next(t for t in doc["ratios"] if t["label"] == (
+        f"{clients.KPRODUCER_SEND} / {clients.REFERENCE}, each at its own defaults"))
+    assert "the broker's ceiling " in target["detail"] and "% of it" in target["detail"]
     assert doc["micro"]["encode"] and doc["micro"]["crc"] and not doc["micro"]["errors"]
 
     # The latency scenario: every (rate, loop) for its clients, verified, with percentiles;
@@ -124,8 +132,8 @@ def test_bench_quick_writes_verified_results(tmp_path):
     assert rate["target"] == report.TARGET_ASYNCIO and rate["value"] > 0 and rate["met"] is not None
     assert p99["target"] == 1.0 and p99["value"] > 0 and p99["met"] is not None
     assert f"asyncio records/s: {aio.KPRODUCER} / {aio.CONFLUENT}" in ratios
-    ceiling = ratios[f"asyncio records/s: {aio.LOOP_ONLY} / {aio.AIOKAFKA}"]
-    assert ceiling["target"] is None and ceiling["value"] > 0
+    loop_alone = ratios[f"asyncio records/s: {aio.LOOP_ONLY} / {aio.AIOKAFKA}"]
+    assert loop_alone["target"] is None and loop_alone["value"] > 0
     assert f"| {aio.LOOP_ONLY} | {aio.TASKS} × {aio.WINDOW} |" in proc.stdout
     assert report.ASYNCIO_HEADER in proc.stdout
     assert f"| {aio.KPRODUCER} | {aio.TASKS} × {aio.WINDOW} |" in proc.stdout
