@@ -52,7 +52,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--clients", type=lambda s: [p.strip() for p in s.split(",") if p.strip()],
                     help=f"only these producer clients: {', '.join(KNOWN_CLIENTS)} (the "
                          f"last: what the embedded broker takes from a client that does no "
-                         f"work, bench/ceiling.py; in scenarios {', '.join(ceiling.SCENARIOS)})")
+                         f"work, bench/ceiling.py: in scenarios {', '.join(ceiling.SCENARIOS)}, "
+                         f"and in any other but the transactional one when named here)")
     ap.add_argument("--bootstrap-servers", help="a real cluster instead of the embedded broker")
     ap.add_argument("--output", help="results folder (default: bench-results/<timestamp>)")
     ap.add_argument("--repeat", type=int, default=None,

@@ -566,9 +566,9 @@ def markdown(doc: dict) -> str:
            f"it adds to the pre-generated data; broker CPU: the embedded broker's user + system "
            f"time while the client ran, per record. Best of {params['repeat']} "
            f"repeat(s). Reference: {clients.REFERENCE} (Spark: the faster confluent recipe). "
-           f"`{ceiling.CLIENT}` (scenarios {', '.join(ceiling.SCENARIOS)}, the embedded broker "
-           f"only): the same records in kproducer's requests, encoded before the clock and "
-           f"written over one connection with {ceiling.MAX_IN_FLIGHT} in flight, what the "
+           f"`{ceiling.CLIENT}` (the embedded broker only; in {', '.join(ceiling.SCENARIOS)}, "
+           f"and where `--clients` names it): the same records in kproducer's requests, "
+           f"encoded before the clock and written one at a time over one connection, what the "
            f"broker takes from a client that does no work (bench/ceiling.py).",
            "", "## Headline ratios", ""]
     out += [f"- {line}" for line in ratio_lines(doc["ratios"])] or ["- (none measured)"]

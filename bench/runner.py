@@ -193,6 +193,19 @@ def unsupported(scenario, client: str, embedded: bool) -> str | None:
     return None
 
 
+def ceiling_runs(scenario, named: list[str] | None, embedded: bool) -> bool:
+    """Whether the broker's ceiling (bench.ceiling) runs beside the clients of ``scenario``:
+    with the embedded broker only (one connection to the broker that leads every partition;
+    a cluster's leaders are elsewhere), never in the transactional scenario (it sends no
+    transactions); by default where a throughput target is, in any other scenario when
+    ``--clients`` names it, and not when ``--clients`` leaves it out."""
+    if not embedded or scenario.commit_every:
+        return False
+    if named:
+        return ceiling.CLIENT in named
+    return scenario.name in ceiling.SCENARIOS
+
+
 def installed(distribution: str) -> bool:
     return importlib.util.find_spec(clients.IMPORT_NAME.get(distribution, distribution)) is not None
 
@@ -525,10 +538,7 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
                 skipped[f"{name} / {client}"] = why
             else:
                 plan.append((scenario, client))
-        # The broker's ceiling beside the clients (bench.ceiling): one connection to the
-        # embedded broker, which leads every partition; a cluster's leaders are elsewhere.
-        if (embedded and name in ceiling.SCENARIOS
-                and (not args.clients or ceiling.CLIENT in args.clients)):
+        if ceiling_runs(scenario, args.clients, embedded):
             plan.append((scenario, ceiling.CLIENT))
     latency_clients = [c for c in latency.CLIENTS if installed(latency.DISTRIBUTION[c])
                        and (not args.clients or latency.USES[c] in args.clients)]

@@ -15,7 +15,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)   # bench/ lives in the checkout, it is not an installed package
 
-from bench import ceiling, clients, report
+from bench import ceiling, clients, report, runner, scenarios
 from bench.data import index_of, make_keys, make_values
 from bench.verify import check_topic
 from kproducer.codec import encode_batch, murmur2_partition
@@ -138,3 +138,14 @@ def test_the_report_puts_the_ceiling_beside_a_ratio():
     assert report._ceiling(by, "value-1KiB", mine, ref, 1.0) == ""      # no ceiling run there
     by[("defaults", ceiling.CLIENT)]["ok"] = False                      # FAILED: not used
     assert report._ceiling(by, "defaults", mine, ref, 3.0) == ""
+
+
+def test_where_the_ceiling_runs():
+    def runs(name, named=None, embedded=True):
+        return runner.ceiling_runs(scenarios.by_name(name), named, embedded)
+    assert [runs(n) for n in ("base", "defaults", "value-1KiB")] == [True] * 3
+    assert not runs("lz4") and not runs("idempotent")           # no target there
+    assert runs("idempotent", [ceiling.CLIENT])                 # unless asked for by name
+    assert not runs("base", [clients.KPRODUCER_SEND])           # or left out by --clients
+    assert not runs("transactional", [ceiling.CLIENT])          # it sends no transactions
+    assert not runs("base", embedded=False)                     # a cluster: leaders elsewhere
