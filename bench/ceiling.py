@@ -30,8 +30,9 @@ import struct
 import sys
 import time
 
-from bench.clients import WARMUP_VALUE, _reset_peak_rss, _status_kib
+from bench.clients import WARMUP_VALUE, reset_peak_rss, status_kib
 from bench.data import make_keys, make_values
+from kproducer._reference import BATCH_HEADER_SIZE
 from kproducer.codec import encode_batch, murmur2_partition
 from kproducer.config import SETTINGS
 from kproducer.protocol.errors_table import error_name
@@ -46,7 +47,6 @@ MAX_REQUEST_SIZE = SETTINGS["max.request.size"].default
 DEFAULT_BATCH_BYTES = SETTINGS["batch.max.size"].default
 TIMEOUT_MS = 30_000
 CLIENT_ID = "bench-ceiling"
-BATCH_OVERHEAD = 61          # a record batch v2's header
 # A record's length, attributes, deltas, lengths and header count: its varints at the sizes a
 # batch of up to a million records, written within a few seconds, gives them.
 RECORD_OVERHEAD = 21
@@ -131,7 +131,7 @@ def plan_requests(values: list[bytes], keys: list[bytes] | None, partitions: int
                 sticky = p = (p + 1) % partitions
         if not queues[p] or sizes[p][-1] + size > batch_bytes:
             queues[p].append([])
-            sizes[p].append(BATCH_OVERHEAD)
+            sizes[p].append(BATCH_HEADER_SIZE)
         queues[p][-1].append((key, value))
         sizes[p][-1] += size
     requests = []
@@ -184,7 +184,7 @@ def run(spec: dict) -> dict:
             raise CeilingError("acks=0: the broker answers nothing, so nothing would be timed")
     compression, level = spec.get("compression", "none"), spec.get("compression_level")
     host, port = spec["bootstrap"].split(",")[0].rsplit(":", 1)
-    rss_before_kib = _status_kib("VmRSS")
+    rss_before_kib = status_kib("VmRSS")
     with socket.create_connection((host, int(port)), timeout=120) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         versions = negotiate(sock)
@@ -200,7 +200,7 @@ def run(spec: dict) -> dict:
                                                         batch_bytes),
                                    acks, producer, compression, level, version)
         del values, keys
-        _reset_peak_rss()
+        reset_peak_rss()
         t0, c0 = time.perf_counter(), time.process_time()
         for cid, request in enumerate(requests, start=1):
             sock.sendall(request)
@@ -208,7 +208,7 @@ def run(spec: dict) -> dict:
         t1, c1 = time.perf_counter(), time.process_time()
     return {"seconds": t1 - t0, "cpu_seconds": c1 - c0, "client_failed": 0,
             "client_first_error": None, "rss_data_mib": rss_before_kib / 1024,
-            "peak_rss_mib": _status_kib("VmHWM") / 1024, "requests": len(requests),
+            "peak_rss_mib": status_kib("VmHWM") / 1024, "requests": len(requests),
             "settings": {"acks": "all" if acks == -1 else acks, "idempotence": idempotent,
                          "batch bytes": batch_bytes, "compression": compression,
                          "requests": len(requests), "produce version": version},

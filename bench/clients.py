@@ -48,7 +48,7 @@ IMPORT_NAME = {"kproducer": "kproducer", "confluent-kafka": "confluent_kafka",
 PRODUCE_BATCH_CHUNK = 10_000         # messages per produce_batch call (librdkafka's queue: 100k)
 
 
-def _status_kib(field: str) -> int:
+def status_kib(field: str) -> int:
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith(field + ":"):
@@ -56,7 +56,7 @@ def _status_kib(field: str) -> int:
     return 0
 
 
-def _reset_peak_rss() -> None:
+def reset_peak_rss() -> None:
     # "5" resets VmHWM to the current RSS (Linux >= 4.0, proc(5)); ru_maxrss cannot be reset.
     try:
         with open("/proc/self/clear_refs", "w") as f:
@@ -128,7 +128,7 @@ DEFAULTS_NOTE = {
 # first error text or None), timing from just after the warm-up to the last acknowledgement.
 
 def _timed_start():
-    _reset_peak_rss()
+    reset_peak_rss()
     return time.perf_counter(), time.process_time()
 
 
@@ -354,7 +354,7 @@ def run(spec: dict) -> dict:
     values = make_values(n, spec["value_size"])
     keys = make_keys(n) if keyed else None
     conf = settings(client, spec)
-    rss_before_kib = _status_kib("VmRSS")
+    rss_before_kib = status_kib("VmRSS")
     if client in (KPRODUCER_SEND, KPRODUCER_SEND_MANY):
         seconds, cpu, failed, first = run_kproducer(spec, conf, values, keys,
                                                     many=client == KPRODUCER_SEND_MANY)
@@ -371,7 +371,7 @@ def run(spec: dict) -> dict:
     shown = {k: v for k, v in conf.items() if "bootstrap" not in k} or {"own defaults": True}
     return {"seconds": seconds, "cpu_seconds": cpu, "client_failed": failed,
             "client_first_error": first, "rss_data_mib": rss_before_kib / 1024,
-            "peak_rss_mib": _status_kib("VmHWM") / 1024, "settings": shown,
+            "peak_rss_mib": status_kib("VmHWM") / 1024, "settings": shown,
             "defaults": DEFAULTS_NOTE[client]}
 
 

@@ -174,7 +174,7 @@ def test_one_request_per_node_with_every_due_partition(link):
     # millisecond: two appends that straddle a millisecond (CI met it), or a thread descheduled
     # between them, would make the second due later than the first, which goes alone.
     acc.append("t", 0, None, b"a", None, None, None)
-    time.sleep(0.003)
+    time.sleep(0.003)               # a millisecond or more apart, on purpose: CI's case
     acc.append("t", 1, None, b"b", None, None, None)
     both_due_ms = time.time() * 1000 + LINGER_MS + 2
     while time.time() * 1000 < both_due_ms:
