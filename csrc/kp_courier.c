@@ -26,6 +26,7 @@ struct kp_courier {
     int wake_fd;                /* eventfd: armed, an offer, or stop, while it sleeps */
     int sleeping;               /* in ppoll(2), without mu: a kick writes wake_fd */
     int64_t sleep_until;        /* until when (CLOCK_MONOTONIC µs, -1: until woken) */
+    int64_t wait_cap_us;        /* the longest wait the last look allowed itself */
     int stop;
     int armed;
     kp_courier_plan plan;
@@ -67,12 +68,13 @@ static void wake(kp_courier *c)
     (void)w;        /* EAGAIN: a wakeup is pending already */
 }
 
-/* With mu held: wakes the thread for a new plan or offer, unless it looks again within
- * KP_COURIER_WAIT_MAX_US anyway (it leaves the reading to a sending application in such
- * short sleeps, and each step arms it: a write(2) and a wake-up per step would be spent). */
+/* With mu held: wakes the thread for a new plan or offer, unless it looks again within the
+ * longest wait its last look allowed itself anyway (wait_cap_us: it leaves the reading to a
+ * sending application in such sleeps, and each step arms it: a write(2) and a wake-up per
+ * step would be spent). */
 static void kick(kp_courier *c)
 {
-    if (c->sleeping && (c->sleep_until < 0 || c->sleep_until > kp_mono_us() + KP_COURIER_WAIT_MAX_US))
+    if (c->sleeping && (c->sleep_until < 0 || c->sleep_until > kp_mono_us() + c->wait_cap_us))
         wake(c);
 }
 
@@ -436,12 +438,30 @@ static int awaits(const kp_courier_node *node)
     return node->reads && node->n_answered < node->n_prior + node->n_requests;
 }
 
+/* With mu held: whether every node that waits for responses has max_in_flight requests
+ * out (and one does). */
+static int windows_full(const kp_courier *c)
+{
+    int any = 0;
+    for (size_t n = 0; n < c->n_nodes; n++) {
+        const kp_courier_node *node = &c->nodes[n];
+        if (!awaits(node))
+            continue;
+        if (node->n_prior + node->n_requests - node->n_answered < node->max_in_flight)
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
 /* With mu held: when an application thread sent since the last look, it runs the step
  * itself at its next send, so the courier leaves the reading to it for two of its intervals
  * between sends, and twice its last wait when it found that thread still sending then (a
  * send() loop runs every step itself: at 50 µs a look, the courier woke about 5,000 times
  * a second for nothing, 5-9 % of the process's CPU at the defaults); at most
- * KP_COURIER_WAIT_MAX_US either way. Returns when to look again, or -1 to read now. */
+ * KP_COURIER_WAIT_MAX_US either way, or KP_COURIER_WAIT_FULL_US while every node it awaits
+ * has its window full (nothing to write before an answer is read: kp_courier.h). Returns
+ * when to look again, or -1 to read now. */
 static int64_t defer_to_sender(kp_courier *c, int64_t now)
 {
     const kp_turn *turn = c->plan.turn;
@@ -456,7 +476,9 @@ static int64_t defer_to_sender(kp_courier *c, int64_t now)
     int64_t wait = 2 * kp_turn_send_interval_us(turn);
     if (wait < 2 * c->deferred_us) wait = 2 * c->deferred_us;
     if (wait < KP_COURIER_WAIT_MIN_US) wait = KP_COURIER_WAIT_MIN_US;
-    if (wait > KP_COURIER_WAIT_MAX_US) wait = KP_COURIER_WAIT_MAX_US;
+    int64_t cap = windows_full(c) ? KP_COURIER_WAIT_FULL_US : KP_COURIER_WAIT_MAX_US;
+    c->wait_cap_us = cap;
+    if (wait > cap) wait = cap;
     c->deferred_us = wait;
     return now + wait;
 }
@@ -469,6 +491,7 @@ static int64_t look(kp_courier *c, size_t *npfds)
     const kp_courier_plan *pl = &c->plan;
     int64_t now = kp_mono_us(), next = -1;
     *npfds = 0;
+    c->wait_cap_us = KP_COURIER_WAIT_MAX_US;
     __atomic_add_fetch(&c->looks, 1, __ATOMIC_RELAXED);
     int work = 0;
     for (size_t n = 0; n < c->n_nodes && !work; n++) {
@@ -581,6 +604,7 @@ kp_status kp_courier_new(kp_courier **out, int *sys_errno)
         return KP_ERR_NOMEM;
     }
     c->cap_pfds = 1;
+    c->wait_cap_us = KP_COURIER_WAIT_MAX_US;
     c->pid = getpid();
     c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (c->wake_fd < 0) {

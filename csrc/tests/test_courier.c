@@ -17,7 +17,8 @@
  * failed send, and drops what it compressed when a step begins meanwhile (gzip, when built
  * with zlib); beside an application that keeps sending, a due batch is written at its
  * deadline and the reading is left to that application, with fewer and fewer looks, until it
- * stops; a node that is not connected or still writing gets nothing and is not looked at
+ * stops, and fewer still while the node's window is full (the step's arms do not wake it
+ * then); a node that is not connected or still writing gets nothing and is not looked at
  * again (no spin); a plan reset before the deadline sends nothing; the spinning trylock gives
  * up on a held lock after its time.
  */
@@ -751,6 +752,58 @@ static void test_a_sending_application_is_left_the_reading(void)
     kp_batch_free(&w);
 }
 
+/* Beside that application, a node whose window is full (the step's request in flight,
+ * max_in_flight 1) can take nothing before an answer is read: the courier's waits grow to
+ * KP_COURIER_WAIT_FULL_US (at KP_COURIER_WAIT_MAX_US, 200 ms took 366 looks), and the step's
+ * arms do not wake it meanwhile (a kick at KP_COURIER_WAIT_MAX_US woke it for each). Once the
+ * application stops, the answer is read. Only upper bounds: an application thread that the
+ * scheduler holds back looks like one that stopped, and the courier then reads (and sleeps
+ * until woken), which gives fewer looks, never more. */
+static void test_a_full_window_beside_a_sending_application_is_looked_at_less(void)
+{
+    kp_courier *c;
+    kp_turn *t;
+    int never[2];
+    CHECK(pipe2(never, O_NONBLOCK | O_CLOEXEC) == 0, "pipe");
+    CHECK(kp_turn_new(&t, never[0], NULL) == KP_OK, "turn");
+    CHECK(kp_courier_new(&c, NULL) == KP_OK, "new");
+    fake_reset(1, 0);
+    pthread_t app;
+    touching = 1;
+    kp_turn_touch(t);
+    CHECK(pthread_create(&app, NULL, touch_turn, t) == 0, "thread");
+    plan_turn = t;
+    arm_plan(c, NULL, 0, 0, NULL, 1, 76);
+    uint64_t before = kp_courier_looks(c);
+    usleep(200000);
+    uint64_t looks = kp_courier_looks(c) - before;
+    CHECK(looks >= 1 && looks <= 200000 / KP_COURIER_WAIT_FULL_US + 40,
+          "%llu looks in 200 ms with the window full", (unsigned long long)looks);
+    /* The application sends and runs a step that arms it, every millisecond. */
+    before = kp_courier_looks(c);
+    for (int i = 0; i < 100; i++) {
+        kp_turn_touch(t);
+        arm_plan(c, NULL, 0, 0, NULL, 1, 76);
+        usleep(1000);
+    }
+    looks = kp_courier_looks(c) - before;
+    CHECK(looks <= 100000 / KP_COURIER_WAIT_FULL_US + 50, "%llu looks over 100 arms",
+          (unsigned long long)looks);
+    CHECK(fake_sends() == 0, "wrote with no room in flight");
+    touching = 0;
+    pthread_join(app, NULL);
+    fake_respond(76, 0, 500);
+    CHECK(wait_for(c, answered_first), "the answer was not read once the application stopped");
+    plan_turn = NULL;
+    kp_courier_lock(c);
+    kp_courier_reset(c);
+    kp_courier_unlock(c);
+    kp_courier_free(c);
+    kp_turn_free(t);
+    close(never[0]);
+    close(never[1]);
+}
+
 static void test_a_node_that_cannot_take_it(int connected, int sending)
 {
     kp_courier *c;
@@ -810,6 +863,7 @@ int main(void)
     test_compressed_once();
     test_a_step_that_begins_owns_the_batch_being_compressed();
     test_a_sending_application_is_left_the_reading();
+    test_a_full_window_beside_a_sending_application_is_looked_at_less();
     test_a_node_that_cannot_take_it(0, 0);
     test_a_node_that_cannot_take_it(1, 1);
     test_reset_before_the_deadline();
