@@ -198,6 +198,7 @@ class RecordAccumulator:
     def availability_timeout_ms(self) -> int: ...
     flushes_in_progress: int
     closed: bool
+    windows_full: bool
     # The open transaction's number (0: not transactional) and whether a partition's first
     # batch in it asks for a step at once (transactions.py sets both).
     txn_generation: int

@@ -242,6 +242,19 @@ class NetworkClient:
             return 0 if ns is None else 1 << 40
         return max(0, ns.reconnect_wait_ms - (now - ns.last_attempt_ms))
 
+    def windows_full(self) -> bool:
+        """True when a READY node has requests in flight and every one that has has
+        max.in.flight of them: none can take a request before an answer."""
+        full = False
+        for ns in self.nodes.values():
+            n = len(ns.in_flight) + len(ns.pending)
+            if ns.state != READY or n == 0:
+                continue
+            if n < self.max_in_flight:
+                return False
+            full = True
+        return full
+
     def in_flight_count(self, node_id: Optional[int] = None) -> int:
         if node_id is None:
             return sum(len(ns.in_flight) + len(ns.pending) for ns in self.nodes.values())

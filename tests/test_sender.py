@@ -140,6 +140,10 @@ class MockClient:
     def in_flight_count(self, node: Optional[int] = None) -> int:
         return sum(1 for r in self.in_flight if node is None or r.node == node)
 
+    def windows_full(self) -> bool:
+        busy = [n for n in self.nodes if n not in self.down and self.in_flight_count(n)]
+        return bool(busy) and all(self.in_flight_count(n) >= self.max_in_flight for n in busy)
+
     def api_version(self, node: int, api_key: int) -> int:
         return v.SUPPORTED_VERSIONS[api_key][1]
 
@@ -416,6 +420,19 @@ def test_a_step_that_reads_answers_drains_what_they_freed_and_wants_no_other(mak
     env.step()
     assert second.result(0).offset == 0
     assert not env.sender.turn.wait(200)                 # nothing wanted: no step at once
+
+
+def test_each_step_tells_the_accumulator_whether_every_window_is_full(make_env):
+    """While every window is full, a batch that fills asks for no step of its own
+    (RecordAccumulator._notify): the step that reads the answer sends it. The flag is the
+    last step's view."""
+    env = make_env(max_in_flight_requests_per_connection=1)
+    env.append(0)
+    env.step()
+    assert len(env.client.produce_requests()) == 1 and env.sender.acc.windows_full
+    env.client.answer_produce()
+    env.step()
+    assert not env.sender.acc.windows_full
 
 
 def test_a_step_that_wants_the_next_at_once_counts_as_a_look_by_a_waiting_thread(make_env):

@@ -95,6 +95,9 @@ cdef class RecordAccumulator:
     cdef dict _node_stats
     cdef public int flushes_in_progress
     cdef public bint closed
+    # The Sender's last step found every connection's window full (max.in.flight requests
+    # out): a batch that fills then asks for no step of its own (_notify).
+    cdef public bint windows_full
     cdef readonly Py_ssize_t last_need
     cdef readonly Py_ssize_t max_request_size
     cdef Py_ssize_t _drain_index
@@ -236,7 +239,7 @@ cdef class RecordAccumulator:
                     fixed_p = _partition_in_range(want_p, n, topic)
                 p = self._place(st, fixed_p, ts, kptr, klen, vptr, vlen, nh, now, &due)
                 if p < 0:
-                    self._notify(due, now)
+                    self._notify(due, now, False)      # the wait for memory needs the steps
                     return NEED_MEMORY
                 b = st.open_batches[p]
                 fut = make_future(b.result, b.w.count - 1, ts)
@@ -357,10 +360,18 @@ cdef class RecordAccumulator:
                 sp.partition = -1
         return p
 
-    cdef int _notify(self, int64_t due, int64_t now) except -1:
+    cdef int _notify(self, int64_t due, int64_t now, bint may_wait=True) except -1:
         """A batch is sendable ``due`` ms after ``now`` (wall ms, its created_ms's clock):
-        the watcher steps by then."""
+        the watcher steps by then. Unless it is sendable now (it filled) and every window
+        was full at the last step (``windows_full``; ``may_wait``: no thread waits for memory,
+        no transaction needs the step to add a partition): a step could send it only once an
+        answer makes room, and an answer brings a step. Beside a send() loop that outruns the
+        broker that step found nothing to send, 1 KiB records in 1 MB batches: 1,111 steps
+        for 317 requests, 850 without them; send() 255,557 -> 279,731 records/s (4
+        alternating rounds)."""
         if due == NO_DUE:
+            return 0
+        if due == 0 and may_wait and self.windows_full and not self.txn_generation:
             return 0
         if self.turn is not None:
             self.turn.due_at_wall(now + due)
@@ -568,7 +579,7 @@ cdef class RecordAccumulator:
                             # The batches' deadlines go to the watcher now, not at the end
                             # of the chunk: the step they call for is wanted meanwhile.
                             if due != NO_DUE:
-                                turn.due_at_wall(now + due)
+                                self._notify(due, now)
                                 due = NO_DUE
                             now = now_ms()
                             if turn.wanted() and self.step is not None:
@@ -583,7 +594,7 @@ cdef class RecordAccumulator:
                             run_batch[p] = NULL
                     self._release()
                 if due != NO_DUE:
-                    self._notify(due, now)
+                    self._notify(due, now, not need)
                     due = NO_DUE
                 if step_now or (need and turn is not None and turn.wanted() and self.step is not None):
                     # (Before a wait for memory too: the step may complete batches and free it.)
