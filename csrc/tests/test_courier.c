@@ -699,6 +699,44 @@ static void *touch_turn(void *arg)
     return NULL;
 }
 
+/* A courier beside an application that keeps sending (a thread that touches the turn every
+ * 2 µs), the turn watching a descriptor that never turns readable. */
+typedef struct sending_app {
+    kp_courier *c;
+    kp_turn *t;
+    int never[2];
+    pthread_t app;
+} sending_app;
+
+static void sending_app_start(sending_app *s)
+{
+    CHECK(pipe2(s->never, O_NONBLOCK | O_CLOEXEC) == 0, "pipe");
+    CHECK(kp_turn_new(&s->t, s->never[0], NULL) == KP_OK, "turn");
+    CHECK(kp_courier_new(&s->c, NULL) == KP_OK, "new");
+    fake_reset(1, 0);
+    touching = 1;
+    kp_turn_touch(s->t);
+    CHECK(pthread_create(&s->app, NULL, touch_turn, s->t) == 0, "thread");
+    plan_turn = s->t;
+}
+
+/* The application stops sending: the answer to the first request in flight (given already)
+ * is read then. Frees it all. */
+static void sending_app_stop(sending_app *s)
+{
+    touching = 0;
+    pthread_join(s->app, NULL);
+    CHECK(wait_for(s->c, answered_first), "the answer was not read once the application stopped");
+    plan_turn = NULL;
+    kp_courier_lock(s->c);
+    kp_courier_reset(s->c);
+    kp_courier_unlock(s->c);
+    kp_courier_free(s->c);
+    kp_turn_free(s->t);
+    close(s->never[0]);
+    close(s->never[1]);
+}
+
 /* An application that keeps sending runs the steps itself, and they read and settle the
  * responses: the courier leaves the reading to it, and each look that finds it still
  * sending doubles the wait, up to KP_COURIER_WAIT_MAX_US (at KP_COURIER_WAIT_MIN_US a look,
@@ -707,20 +745,11 @@ static void *touch_turn(void *arg)
  * Python). Once the application stops, the courier reads the answer within that wait. */
 static void test_a_sending_application_is_left_the_reading(void)
 {
-    kp_courier *c;
-    kp_turn *t;
+    sending_app s;
     kp_batch_writer w;
-    int never[2];
-    CHECK(pipe2(never, O_NONBLOCK | O_CLOEXEC) == 0, "pipe");
-    CHECK(kp_turn_new(&t, never[0], NULL) == KP_OK, "turn");
-    CHECK(kp_courier_new(&c, NULL) == KP_OK, "new");
     new_batch(&w);
-    fake_reset(1, 0);
-    pthread_t app;
-    touching = 1;
-    kp_turn_touch(t);
-    CHECK(pthread_create(&app, NULL, touch_turn, t) == 0, "thread");
-    plan_turn = t;
+    sending_app_start(&s);
+    kp_courier *c = s.c;
     int64_t t0 = now_us();
     arm_one(c, &w, t0 + 20000);
     CHECK(wait_used(c) == 1, "the due batch was not written beside the sending application");
@@ -738,17 +767,7 @@ static void test_a_sending_application_is_left_the_reading(void)
     uint64_t looks = kp_courier_looks(c);
     CHECK(looks >= 2 && looks <= 200000 / KP_COURIER_WAIT_MAX_US + 40,
           "%llu looks in 200 ms", (unsigned long long)looks);
-    touching = 0;
-    pthread_join(app, NULL);
-    CHECK(wait_for(c, answered_first), "the answer was not read once the application stopped");
-    plan_turn = NULL;
-    kp_courier_lock(c);
-    kp_courier_reset(c);
-    kp_courier_unlock(c);
-    kp_courier_free(c);
-    kp_turn_free(t);
-    close(never[0]);
-    close(never[1]);
+    sending_app_stop(&s);
     kp_batch_free(&w);
 }
 
@@ -761,18 +780,10 @@ static void test_a_sending_application_is_left_the_reading(void)
  * until woken), which gives fewer looks, never more. */
 static void test_a_full_window_beside_a_sending_application_is_looked_at_less(void)
 {
-    kp_courier *c;
-    kp_turn *t;
-    int never[2];
-    CHECK(pipe2(never, O_NONBLOCK | O_CLOEXEC) == 0, "pipe");
-    CHECK(kp_turn_new(&t, never[0], NULL) == KP_OK, "turn");
-    CHECK(kp_courier_new(&c, NULL) == KP_OK, "new");
-    fake_reset(1, 0);
-    pthread_t app;
-    touching = 1;
-    kp_turn_touch(t);
-    CHECK(pthread_create(&app, NULL, touch_turn, t) == 0, "thread");
-    plan_turn = t;
+    sending_app s;
+    sending_app_start(&s);
+    kp_courier *c = s.c;
+    kp_turn *t = s.t;
     arm_plan(c, NULL, 0, 0, NULL, 1, 76);
     uint64_t before = kp_courier_looks(c);
     usleep(200000);
@@ -790,18 +801,8 @@ static void test_a_full_window_beside_a_sending_application_is_looked_at_less(vo
     CHECK(looks <= 100000 / KP_COURIER_WAIT_FULL_US + 50, "%llu looks over 100 arms",
           (unsigned long long)looks);
     CHECK(fake_sends() == 0, "wrote with no room in flight");
-    touching = 0;
-    pthread_join(app, NULL);
     fake_respond(76, 0, 500);
-    CHECK(wait_for(c, answered_first), "the answer was not read once the application stopped");
-    plan_turn = NULL;
-    kp_courier_lock(c);
-    kp_courier_reset(c);
-    kp_courier_unlock(c);
-    kp_courier_free(c);
-    kp_turn_free(t);
-    close(never[0]);
-    close(never[1]);
+    sending_app_stop(&s);
 }
 
 static void test_a_node_that_cannot_take_it(int connected, int sending)
