@@ -438,20 +438,17 @@ static int awaits(const kp_courier_node *node)
     return node->reads && node->n_answered < node->n_prior + node->n_requests;
 }
 
-/* With mu held: whether every node that waits for responses has max_in_flight requests
- * out (and one does). */
+/* With mu held: whether every node of the plan has max_in_flight requests out (as
+ * node_can_send counts them), so that none can take one before an answer is read. */
 static int windows_full(const kp_courier *c)
 {
-    int any = 0;
     for (size_t n = 0; n < c->n_nodes; n++) {
         const kp_courier_node *node = &c->nodes[n];
-        if (!awaits(node))
-            continue;
-        if (node->n_prior + node->n_requests - node->n_answered < node->max_in_flight)
+        int32_t own = c->plan.acks != 0 ? node->n_requests : 0;
+        if (node->n_prior + own - node->n_answered < node->max_in_flight)
             return 0;
-        any = 1;
     }
-    return any;
+    return c->n_nodes > 0;
 }
 
 /* With mu held: when an application thread sent since the last look, it runs the step
@@ -459,8 +456,8 @@ static int windows_full(const kp_courier *c)
  * between sends, and twice its last wait when it found that thread still sending then (a
  * send() loop runs every step itself: at 50 µs a look, the courier woke about 5,000 times
  * a second for nothing, 5-9 % of the process's CPU at the defaults); at most
- * KP_COURIER_WAIT_MAX_US either way, or KP_COURIER_WAIT_FULL_US while every node it awaits
- * has its window full (nothing to write before an answer is read: kp_courier.h). Returns
+ * KP_COURIER_WAIT_MAX_US either way, or KP_COURIER_WAIT_FULL_US while every node has its
+ * window full (nothing to write before an answer is read: kp_courier.h). Returns
  * when to look again, or -1 to read now. */
 static int64_t defer_to_sender(kp_courier *c, int64_t now)
 {

@@ -60,7 +60,7 @@
  *   same, at the deadline: the step would write it only after its first poll, the metadata
  *   check and the drain, 150-300 µs of Python (50,000 records/s from a busy loop: p50 / p99
  *   4.43 / 18.29 -> 3.73 / 11.90 ms when the courier stopped leaving it to the step).
- *   While every node it awaits has max_in_flight requests out, it can write nothing before
+ *   While every node of the plan has max_in_flight requests out, it can write nothing before
  *   an answer is read, and the waits grow to KP_COURIER_WAIT_FULL_US (the longest the turn
  *   leaves a wanted step to that application before the I/O thread runs it); an arm or an
  *   offer meanwhile wakes it only when it would sleep past that (kick).

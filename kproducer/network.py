@@ -243,14 +243,14 @@ class NetworkClient:
         return max(0, ns.reconnect_wait_ms - (now - ns.last_attempt_ms))
 
     def windows_full(self) -> bool:
-        """True when a READY node has requests in flight and every one that has has
-        max.in.flight of them: none can take a request before an answer."""
+        """True when every READY node (and there is one) has max.in.flight requests out: none
+        can take a request before an answer. A node still connecting takes none either,
+        and its connection brings a poll event of its own."""
         full = False
         for ns in self.nodes.values():
-            n = len(ns.in_flight) + len(ns.pending)
-            if ns.state != READY or n == 0:
+            if ns.state != READY:
                 continue
-            if n < self.max_in_flight:
+            if len(ns.in_flight) + len(ns.pending) < self.max_in_flight:
                 return False
             full = True
         return full

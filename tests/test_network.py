@@ -505,3 +505,21 @@ def test_a_lost_connection_fails_its_requests_with_the_reason(clock, sel, kind, 
     assert type(err) is NetworkError
     assert str(err) == f"connection to node 0 (10.0.0.1:9092) lost: {detail}"
     assert client.take_auth_failures() == [] and client.state(0) == "DISCONNECTED"
+
+
+def test_windows_full_when_every_ready_node_has_max_in_flight_out(clock, sel):
+    client = new_client(clock, sel, max_in_flight=2)
+    assert not client.windows_full()                     # no node at all
+    a = make_ready(client, sel, clock, node=0)
+    make_ready(client, sel, clock, node=1, host="10.0.0.2")
+    metadata_request(client, clock, node=0)
+    sel.then(sent=[a])
+    client.poll(0, clock.mono_ms())
+    metadata_request(client, clock, node=0)
+    assert client.in_flight_count(0) == 2 and not client.windows_full()   # node 1 has room
+    client.set_node(2, "10.0.0.3", 9092)
+    client.ready(2, clock.mono_ms())                     # connecting: it takes nothing yet
+    metadata_request(client, clock, node=1)
+    metadata_request(client, clock, node=1)
+    assert client.in_flight_count(1) == 2 and client.state(2) == "CONNECTING"
+    assert client.windows_full()

@@ -141,8 +141,8 @@ class MockClient:
         return sum(1 for r in self.in_flight if node is None or r.node == node)
 
     def windows_full(self) -> bool:
-        busy = [n for n in self.nodes if n not in self.down and self.in_flight_count(n)]
-        return bool(busy) and all(self.in_flight_count(n) >= self.max_in_flight for n in busy)
+        up = [n for n in self.nodes if n not in self.down]
+        return bool(up) and all(self.in_flight_count(n) >= self.max_in_flight for n in up)
 
     def api_version(self, node: int, api_key: int) -> int:
         return v.SUPPORTED_VERSIONS[api_key][1]
