@@ -257,11 +257,11 @@ def test_record_metadata_is_a_namedtuple_built_in_c_without_leaks():
 
 # -- steps a full batch asks for -------------------------------------------------------------
 
-def _steps_asked(windows_full, txn_generation=0):
+def _steps_asked(windows_full, txn_generation=0, availability_timeout_ms=0):
     """How many times a record that fills the open batch asks for a step (``wakeup``)."""
     woken = []
     acc = _acc(batch_size=1000, batch_max_size=1000, linger_ms=60_000,
-               wakeup=lambda: woken.append(1))
+               wakeup=lambda: woken.append(1), availability_timeout_ms=availability_timeout_ms)
     acc.windows_full = windows_full
     acc.txn_generation = txn_generation
     _fill(acc, 0, 8)                                 # 61 + 8 x 108 bytes: lingering
@@ -277,6 +277,9 @@ def test_a_batch_that_fills_while_every_window_is_full_asks_for_no_step():
     assert _steps_asked(windows_full=True) == 0
     # A transaction's step adds the new batch's partition: it is asked for all the same.
     assert _steps_asked(windows_full=True, txn_generation=1) == 1
+    # With partitioner.availability.timeout.ms the ready pass times the stalled leader
+    # (test_partitioner: the Sender tracks how long a leader leaves ready batches waiting).
+    assert _steps_asked(windows_full=True, availability_timeout_ms=100_000) == 1
 
 
 def test_a_record_that_waits_for_memory_asks_for_a_step_whatever_the_windows():

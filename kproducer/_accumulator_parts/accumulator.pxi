@@ -364,14 +364,17 @@ cdef class RecordAccumulator:
         """A batch is sendable ``due`` ms after ``now`` (wall ms, its created_ms's clock):
         the watcher steps by then. Unless it is sendable now (it filled) and every window
         was full at the last step (``windows_full``; ``may_wait``: no thread waits for memory,
-        no transaction needs the step to add a partition): a step could send it only once an
-        answer makes room, and an answer brings a step. Beside a send() loop that outruns the
+        no transaction needs the step to add a partition, and partitioner.availability.timeout.ms
+        is off: its ready pass times the leaders that leave batches waiting, on every new batch
+        as Java's does): a step could send it only once an answer makes room, and an answer
+        brings a step. Beside a send() loop that outruns the
         broker that step found nothing to send, 1 KiB records in 1 MB batches: 1,111 steps
         for 317 requests, 850 without them; send() 255,557 -> 279,731 records/s (4
         alternating rounds)."""
         if due == NO_DUE:
             return 0
-        if due == 0 and may_wait and self.windows_full and not self.txn_generation:
+        if (due == 0 and may_wait and self.windows_full and not self.txn_generation
+                and self.availability_timeout_ms <= 0):
             return 0
         if self.turn is not None:
             self.turn.due_at_wall(now + due)
