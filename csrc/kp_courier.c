@@ -106,17 +106,22 @@ static kp_courier_request *last_request(kp_courier *c, int32_t n)
     return NULL;
 }
 
+/* With mu held: node's requests in flight: the step's and the courier's own, less those
+ * answered; with acks=0 its own are done once written (no response comes; it reads nothing). */
+static int32_t in_flight(const kp_courier *c, const kp_courier_node *node)
+{
+    int32_t own = c->plan.acks != 0 ? node->n_requests : 0;
+    return node->n_prior + own - node->n_answered;
+}
+
 /* With mu held: whether node n may take a request now. 0: not now (its last request is
  * still being written: *writing is set), 1: yes; a node that never will is stopped. */
 static int node_can_send(kp_courier *c, int32_t n, int *writing)
 {
     kp_courier_node *node = &c->nodes[n];
     const kp_courier_plan *pl = &c->plan;
-    /* In flight: the step's requests and its own, less those answered; with acks=0 its own
-     * are done once written (no response comes; it reads nothing). */
-    int32_t own = pl->acks != 0 ? node->n_requests : 0;
     if (node->stopped || node->n_requests >= node->max_requests ||
-        node->n_prior + own - node->n_answered >= node->max_in_flight)
+        in_flight(c, node) >= node->max_in_flight)
         return 0;
     if (!pl->io->is_connected(pl->selector, node->conn_id)) {
         node->stopped = 1;      /* unchanged until the next step's poll: do not look again */
@@ -438,14 +443,12 @@ static int awaits(const kp_courier_node *node)
     return node->reads && node->n_answered < node->n_prior + node->n_requests;
 }
 
-/* With mu held: whether every node of the plan has max_in_flight requests out (as
- * node_can_send counts them), so that none can take one before an answer is read. */
+/* With mu held: whether every node of the plan has max_in_flight requests out, so that
+ * none can take one before an answer is read. */
 static int windows_full(const kp_courier *c)
 {
     for (size_t n = 0; n < c->n_nodes; n++) {
-        const kp_courier_node *node = &c->nodes[n];
-        int32_t own = c->plan.acks != 0 ? node->n_requests : 0;
-        if (node->n_prior + own - node->n_answered < node->max_in_flight)
+        if (in_flight(c, &c->nodes[n]) < c->nodes[n].max_in_flight)
             return 0;
     }
     return c->n_nodes > 0;
