@@ -22,6 +22,10 @@ latency): kproducer's from ``Producer.metrics()`` (``request_latency_*``), librd
 its statistics (the broker's ``rtt`` window each ``STATS_INTERVAL_MS``, which only reads the
 figures; the last window is waited for after the flush, untimed).
 
+Before its loop each run moves what is alive (the pre-generated records, the latency slots)
+out of the garbage collector's sight (``gc.freeze()``, ``gc_frozen`` in its row), as the
+asyncio scenario does: the benchmark's own lists are not what a client is measured by.
+
 confluent-kafka runs callbacks only inside ``poll()``: its loop calls ``poll(0)`` after every
 produce, as its documentation shows, a sleeping loop also polls while it waits, and the compute
 loop polls between its pieces of work. kproducer needs no poll call: ``kproducer send()`` makes
