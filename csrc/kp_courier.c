@@ -443,15 +443,21 @@ static int awaits(const kp_courier_node *node)
     return node->reads && node->n_answered < node->n_prior + node->n_requests;
 }
 
-/* With mu held: whether every node of the plan has max_in_flight requests out, so that
- * none can take one before an answer is read. */
+/* With mu held: whether every node that leads a part of the plan has max_in_flight requests
+ * out (and there is one), so that no batch can go before an answer is read. A node that
+ * leads none takes no batch whatever its room: the bootstrap connection, idle once the
+ * metadata named the brokers, kept this false for a single broker's producer. */
 static int windows_full(const kp_courier *c)
 {
+    int any = 0;
     for (size_t n = 0; n < c->n_nodes; n++) {
+        if (!c->nodes[n].leads)
+            continue;
         if (in_flight(c, &c->nodes[n]) < c->nodes[n].max_in_flight)
             return 0;
+        any = 1;
     }
-    return c->n_nodes > 0;
+    return any;
 }
 
 /* With mu held: when an application thread sent since the last look, it runs the step
@@ -459,8 +465,8 @@ static int windows_full(const kp_courier *c)
  * between sends, and twice its last wait when it found that thread still sending then (a
  * send() loop runs every step itself: at 50 µs a look, the courier woke about 5,000 times
  * a second for nothing, 5-9 % of the process's CPU at the defaults); at most
- * KP_COURIER_WAIT_MAX_US either way, or KP_COURIER_WAIT_FULL_US while every node has its
- * window full (nothing to write before an answer is read: kp_courier.h). Returns
+ * KP_COURIER_WAIT_MAX_US either way, or KP_COURIER_WAIT_FULL_US while every node leading a
+ * part has its window full (nothing to write before an answer is read: kp_courier.h). Returns
  * when to look again, or -1 to read now. */
 static int64_t defer_to_sender(kp_courier *c, int64_t now)
 {
@@ -741,6 +747,7 @@ int32_t kp_courier_add_part(kp_courier *c, int32_t node, const uint8_t *topic, s
         .topic = topic, .topic_len = topic_len, .partition = partition, .node = node,
         .next_sequence = base_sequence, .head = -1, .tail = -1,
     };
+    c->nodes[node].leads = 1;
     return (int32_t)c->n_parts++;
 }
 

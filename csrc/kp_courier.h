@@ -60,7 +60,8 @@
  *   same, at the deadline: the step would write it only after its first poll, the metadata
  *   check and the drain, 150-300 µs of Python (50,000 records/s from a busy loop: p50 / p99
  *   4.43 / 18.29 -> 3.73 / 11.90 ms when the courier stopped leaving it to the step).
- *   While every node of the plan has max_in_flight requests out, it can write nothing before
+ *   While every node that leads a part of the plan has max_in_flight requests out (a node
+ *   that leads none, the bootstrap connection, takes no batch), it can write nothing before
  *   an answer is read, and the waits grow to KP_COURIER_WAIT_FULL_US (the longest the turn
  *   leaves a wanted step to that application before the I/O thread runs it); an arm or an
  *   offer meanwhile wakes it only when it would sleep past that (kick).
@@ -107,6 +108,7 @@ typedef struct kp_courier_node {
                                    0 from the start with acks=0 */
     int stopped;                /* 1: no more requests (it cannot take one, a failure, a frame
                                    left for the step) */
+    int leads;                  /* 1: a part of the plan is its (kp_courier_add_part) */
 } kp_courier_node;
 
 /* A request the step had in flight to a node when it armed the courier. */

@@ -30,7 +30,7 @@ import random
 import socket
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Collection, Optional
 
 from kproducer import codec
 from kproducer._disconnect import DisconnectKind
@@ -242,13 +242,16 @@ class NetworkClient:
             return 0 if ns is None else 1 << 40
         return max(0, ns.reconnect_wait_ms - (now - ns.last_attempt_ms))
 
-    def windows_full(self) -> bool:
-        """True when every READY node (and there is one) has max.in.flight requests out: none
-        can take a request before an answer. A node still connecting takes none either,
-        and its connection brings a poll event of its own."""
+    def windows_full(self, leaders: Optional[Collection[int]] = None) -> bool:
+        """True when every READY node among ``leaders`` (the nodes that lead a partition;
+        None: every node), and there is one, has max.in.flight requests out: no batch can go
+        before an answer. A node that leads none takes no batch whatever its room (the
+        bootstrap connection, idle once the metadata named the brokers, kept this False for
+        a single broker's producer); a node still connecting takes none either, and its
+        connection brings a poll event of its own."""
         full = False
         for ns in self.nodes.values():
-            if ns.state != READY:
+            if ns.state != READY or (leaders is not None and ns.node_id not in leaders):
                 continue
             if len(ns.in_flight) + len(ns.pending) < self.max_in_flight:
                 return False

@@ -175,6 +175,7 @@ class Sender:
         self._courier_txn_id = None if self.transactional_id is None \
             else self.transactional_id.encode()
         self._courier_leader_cache = None    # (metadata version, _courier_leaders())
+        self._leader_nodes_cache = None      # (that _courier_leaders() dict, its node ids)
         self._courier_ids = None             # (first, end) correlation ids reserved for it
 
     # -- lifecycle -------------------------------------------------------------------
@@ -401,9 +402,9 @@ class Sender:
         # deadlines in ``timeout``); what the second one handled was not: step again at once.
         # (Stepping again after the first poll's events too cost a step that found nothing in
         # half the steps at 50,000 records/s, 90 µs each.)
-        # Until the next step, a batch that fills wakes no step while every window is full
-        # (RecordAccumulator._notify): the answer that makes room does.
-        self.acc.windows_full = self.client.windows_full()
+        # Until the next step, a batch that fills wakes no step while every leader's window
+        # is full (RecordAccumulator._notify): the answer that makes room does.
+        self.acc.windows_full = self.client.windows_full(self._leader_nodes())
         if self.client.poll(0, now) or self.client.selector.needs_poll():
             self._arm_courier()
             self._next_at_once()
@@ -478,6 +479,18 @@ class Sender:
                 leaders[topic] = [leader_of(topic, p) for p in range(n)]
         self._courier_leader_cache = (version, leaders)
         return leaders
+
+    def _leader_nodes(self) -> frozenset:
+        """The ids of the nodes that lead a partition of the accumulator's topics: the
+        connections a batch can go to (NetworkClient.windows_full), rebuilt with
+        _courier_leaders."""
+        leaders = self._courier_leaders()
+        cached = self._leader_nodes_cache
+        if cached is not None and cached[0] is leaders:
+            return cached[1]
+        ids = frozenset(n for by_partition in leaders.values() for n in by_partition if n >= 0)
+        self._leader_nodes_cache = (leaders, ids)
+        return ids
 
     def _take_courier_sends(self, now: int) -> None:
         """As the step begins: the requests the courier sent since the last step become

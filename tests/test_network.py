@@ -517,6 +517,9 @@ def test_windows_full_when_every_ready_node_has_max_in_flight_out(clock, sel):
     client.poll(0, clock.mono_ms())
     metadata_request(client, clock, node=0)
     assert client.in_flight_count(0) == 2 and not client.windows_full()   # node 1 has room
+    # ... but leads no partition (as the bootstrap connection): it takes no batch.
+    assert client.windows_full(leaders={0}) and not client.windows_full(leaders={0, 1})
+    assert not client.windows_full(leaders=set())        # no leader at all
     client.set_node(2, "10.0.0.3", 9092)
     client.ready(2, clock.mono_ms())                     # connecting: it takes nothing yet
     metadata_request(client, clock, node=1)

@@ -140,8 +140,8 @@ class MockClient:
     def in_flight_count(self, node: Optional[int] = None) -> int:
         return sum(1 for r in self.in_flight if node is None or r.node == node)
 
-    def windows_full(self) -> bool:
-        up = [n for n in self.nodes if n not in self.down]
+    def windows_full(self, leaders=None) -> bool:
+        up = [n for n in self.nodes if n not in self.down and (leaders is None or n in leaders)]
         return bool(up) and all(self.in_flight_count(n) >= self.max_in_flight for n in up)
 
     def api_version(self, node: int, api_key: int) -> int:
@@ -430,6 +430,23 @@ def test_each_step_tells_the_accumulator_whether_every_window_is_full(make_env):
     env.append(0)
     env.step()
     assert len(env.client.produce_requests()) == 1 and env.sender.acc.windows_full
+    env.client.answer_produce()
+    env.step()
+    assert not env.sender.acc.windows_full
+
+
+def test_a_node_that_leads_no_partition_does_not_keep_the_windows_open(make_env):
+    """The bootstrap connection stays READY and idle beside the brokers the metadata named,
+    and takes no batch: the windows count as full when every leader's is (with every node
+    counted, a single broker's producer never saw them full, and each batch that filled
+    asked for a step that found nothing to send)."""
+    env = make_env(max_in_flight_requests_per_connection=1)
+    env.client.set_node(-1, "10.0.0.9", 9092)           # leads nothing, nothing in flight
+    assert env.client.ready(-1, env.clock.mono_ms())
+    env.append(0)
+    env.step()
+    assert len(env.client.produce_requests()) == 1 and env.sender.acc.windows_full
+    assert not env.client.windows_full()                 # every node counted: -1 has room
     env.client.answer_produce()
     env.step()
     assert not env.sender.acc.windows_full
