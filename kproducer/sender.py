@@ -174,8 +174,8 @@ class Sender:
             else client.client_id.encode()
         self._courier_txn_id = None if self.transactional_id is None \
             else self.transactional_id.encode()
-        self._courier_leader_cache = None    # (metadata version, _courier_leaders())
-        self._leader_nodes_cache = None      # (that _courier_leaders() dict, its node ids)
+        # (metadata version, _courier_leaders(), _leader_nodes())
+        self._courier_leader_cache = None
         self._courier_ids = None             # (first, end) correlation ids reserved for it
 
     # -- lifecycle -------------------------------------------------------------------
@@ -477,20 +477,16 @@ class Sender:
             n = self.acc.partition_count(topic)
             if n:
                 leaders[topic] = [leader_of(topic, p) for p in range(n)]
-        self._courier_leader_cache = (version, leaders)
+        ids = frozenset(n for by_partition in leaders.values() for n in by_partition if n >= 0)
+        self._courier_leader_cache = (version, leaders, ids)
         return leaders
 
     def _leader_nodes(self) -> frozenset:
         """The ids of the nodes that lead a partition of the accumulator's topics: the
-        connections a batch can go to (NetworkClient.windows_full), rebuilt with
+        connections a batch can go to (NetworkClient.windows_full), kept with
         _courier_leaders."""
-        leaders = self._courier_leaders()
-        cached = self._leader_nodes_cache
-        if cached is not None and cached[0] is leaders:
-            return cached[1]
-        ids = frozenset(n for by_partition in leaders.values() for n in by_partition if n >= 0)
-        self._leader_nodes_cache = (leaders, ids)
-        return ids
+        self._courier_leaders()
+        return self._courier_leader_cache[2]
 
     def _take_courier_sends(self, now: int) -> None:
         """As the step begins: the requests the courier sent since the last step become
