@@ -189,6 +189,17 @@ _DEFS = [
             min=0),
     Setting("metadata.max.idle.ms", "long", 300000,
             "Forget a topic's metadata when nothing was produced to it for this long.", min=5000),
+    # KIP-899 / KIP-1102 (Java 4.0's names and defaults).
+    Setting("metadata.recovery.strategy", "choice", "rebootstrap",
+            "rebootstrap: when no broker of the last known metadata can be reached, or none "
+            "has answered a metadata request for metadata.recovery.rebootstrap.trigger.ms, "
+            "start again from bootstrap.servers (the cluster may have been replaced); none: "
+            "keep trying the known brokers.",
+            choices=("none", "rebootstrap"), supported=("none", "rebootstrap"),
+            case_insensitive=True),
+    Setting("metadata.recovery.rebootstrap.trigger.ms", "long", 300000,
+            "With metadata.recovery.strategy=rebootstrap: how long metadata requests may fail "
+            "before the client starts again from bootstrap.servers.", min=0),
     Setting("compression.type", "choice", "none",
             "Codec for record batches: none, gzip, snappy, lz4 or zstd.",
             choices=tuple(CODEC_IDS), supported=tuple(CODEC_IDS)),
@@ -304,8 +315,6 @@ UNSUPPORTED: Mapping[str, str] = {
     "metrics.recording.level": _METRICS,
     "enable.metrics.push": _METRICS,
     "transaction.two.phase.commit.enable": _TRANSACTIONS,
-    "metadata.recovery.strategy": "rebootstrapping is not supported yet",
-    "metadata.recovery.rebootstrap.trigger.ms": "rebootstrapping is not supported yet",
     "security.providers": _SECURITY,
     "config.providers": "configuration providers are Java classes",
     **{name: _SECURITY for name in (

@@ -264,6 +264,14 @@ class CoordinatorRequests:
     def forget_coordinator(self, key_type: int, key: str) -> None:
         self.coordinators.pop((key_type, key), None)
 
+    def node_lost(self, node_id: int) -> None:
+        """The connection to ``node_id`` failed or was lost: the coordinators found there are
+        looked up again before the next request (Java's Sender, when the coordinator is not
+        ready, finds it again: it may have moved, or its broker may be gone for good)."""
+        for key, node in list(self.coordinators.items()):
+            if node == node_id:
+                del self.coordinators[key]
+
     def _on_response(self, h: Handler, coord: int, resp, err) -> None:
         self._in_flight = None
         now = self.time.mono_ms()

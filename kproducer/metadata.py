@@ -588,6 +588,23 @@ class Metadata:
             self._cluster = Cluster.bootstrap(addresses)
             self._need_full = True
 
+    def rebootstrap(self, addresses: Iterable[Tuple[str, int]]) -> None:
+        """KIP-899: no broker of the current snapshot can be reached; start again from the
+        bootstrap servers, now (no backoff). The topics of interest stay; their partitions
+        and leaders come with the next refresh. The version moves on, so that whatever is
+        cached per version (the Sender's leaders) is read again."""
+        with self._lock:
+            self._cluster = Cluster.bootstrap(addresses)
+            self._need_full = True
+            self._next_allowed_ms = 0
+            self._version += 1
+
+    def failing_for_ms(self, now_ms: int) -> int:
+        """How long refreshes have failed in a row: 0 after a success, else the time since
+        the last success (or since the start)."""
+        with self._lock:
+            return 0 if self._attempts == 0 else max(0, now_ms - self._last_success_ms)
+
     # -- waiting ----------------------------------------------------------------------
     def add_listener(self, fn) -> None:
         """Calls ``fn()`` once, at the next update, fatal error or close, on the thread

@@ -151,6 +151,9 @@ class NodeState:
     # Addresses of the last lookup, tried in turn (client.dns.lookup=use_all_dns_ips).
     addresses: list = field(default_factory=list)
     address_index: int = 0
+    # API keys whose responses on this connection carried bytes after the fields we know
+    # (logged once per connection and API: see _decode).
+    trailing_seen: set = field(default_factory=set)
 
 
 class NetworkClient:
@@ -176,6 +179,10 @@ class NetworkClient:
         # Why the last connection attempt failed (None once a connection is ready): the
         # producer names it when metadata does not arrive within max.block.ms.
         self.last_connect_error: Optional[Exception] = None
+        # Called with a node's id when its connection fails or is lost to an error (not an
+        # idle close): Java's MetadataUpdater.handleServerDisconnect. The Sender refreshes
+        # metadata (a leader may have moved) and forgets the coordinators on that node.
+        self.node_lost_listeners: list = []
         self.request_timeout_ms = request_timeout_ms
         self.max_in_flight = max_in_flight
         self.connection_setup_timeout_ms = connection_setup_timeout_ms
@@ -201,6 +208,9 @@ class NetworkClient:
             if (ns.host, ns.port) != (host, port):
                 self._disconnect(ns, NetworkError(f"node {node_id} moved to {host}:{port}"), self.time.mono_ms())
                 ns.host, ns.port = host, port
+                # A new address owes nothing to the old one's failures: connect at once.
+                ns.attempts = 0
+                ns.reconnect_wait_ms = 0
             return
         if not self._free_slots:
             raise NetworkError("too many broker connections")
@@ -349,6 +359,7 @@ class NetworkClient:
     def _connect_failed(self, ns: NodeState, exc: Exception, now: int) -> None:
         log.debug("%s", exc)
         self.last_connect_error = exc
+        self._node_lost(ns)
         ns.state = DISCONNECTED
         ns.attempts += 1
         ns.last_attempt_ms = now
@@ -356,6 +367,7 @@ class NetworkClient:
 
     def _on_connected(self, ns: NodeState, now: int) -> None:
         ns.state = CHECKING_API_VERSIONS
+        ns.trailing_seen.clear()
         ns.last_activity_ms = now
         req = m.ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME,
                                    client_software_version=CLIENT_SOFTWARE_VERSION)
@@ -719,7 +731,7 @@ class NetworkClient:
             if entry.decoder is not None:
                 resp = entry.decoder(entry.version, payload)
             else:
-                resp = m.decode_response(entry.api_key, entry.version, payload)
+                resp = self._decode(ns, entry, payload)
         except ProtocolError as exc:
             completions.append((entry.callback, None, exc))
             completions.extend(self._disconnect(ns, exc, now, run=False))
@@ -727,6 +739,17 @@ class NetworkClient:
         completions.append((entry.callback, resp, None))
         self._pop_answered(ns, completions)     # the courier's, answered behind it
         self._stage(ns)
+
+    def _decode(self, ns: NodeState, entry, payload):
+        """A response's fields; bytes after the last field its version defines are ignored,
+        as Java and librdkafka ignore them (librdkafka's mock broker adds one to Metadata v9+),
+        and logged at debug level once per connection and API."""
+        resp, trailing = m.decode_response_lenient(entry.api_key, entry.version, payload)
+        if trailing and entry.api_key not in ns.trailing_seen:
+            ns.trailing_seen.add(entry.api_key)
+            log.debug("node %s: %d byte(s) after the last field of %s v%d ignored",
+                      ns.node_id, trailing, type(resp).__name__, entry.version)
+        return resp
 
     def _next_timeout(self, now: int) -> int:
         t = 1 << 30
@@ -783,11 +806,16 @@ class NetworkClient:
         ns.discard.clear()
         if exc is not None:
             log.info("disconnected from node %s: %s", ns.node_id, exc)
+            self._node_lost(ns)
         if run:
             for callback, resp, err in failed:
                 callback(resp, err)
             return []
         return failed
+
+    def _node_lost(self, ns: NodeState) -> None:
+        for listener in self.node_lost_listeners:
+            listener(ns.node_id)
 
     def disconnect(self, node_id: int, exc=None) -> None:
         ns = self.nodes.get(node_id)

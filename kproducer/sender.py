@@ -98,7 +98,7 @@ _APP_GRACE_MS = 1
 COUNTERS = ("records_acked", "records_failed", "requests", "batches", "batch_bytes",
             "max_batch_bytes", "retries", "producer_id_resets", "duplicates_on_first_send",
             "steps_by_application", "steps_by_io_thread", "step_wait_us_total",
-            "step_wait_us_max", "requests_by_courier", "responses_by_courier")
+            "step_wait_us_max", "requests_by_courier", "responses_by_courier", "rebootstraps")
 
 
 class Sender:
@@ -128,6 +128,8 @@ class Sender:
         self._pid_in_flight = False
         self._pid_retry_at = 0
         self._metadata_in_flight = False
+        self._rebootstrap_after_ms = (config.metadata_recovery_rebootstrap_trigger_ms
+                                      if config.metadata_recovery_strategy == "rebootstrap" else None)
         self.next_seq: dict = {}
         self.in_flight: dict = defaultdict(list)       # (topic, partition) -> [batch] in send order
         self.muted: set = set()                         # partitions waiting for in-flight retries
@@ -138,6 +140,7 @@ class Sender:
         self.coordinator = CoordinatorRequests(client, retry_backoff_ms=config.retry_backoff_ms,
                                                retry_backoff_max_ms=config.retry_backoff_max_ms,
                                                time=self.time)
+        client.node_lost_listeners.append(self._on_node_lost)
         self.transactional_id = config.transactional_id
         self.txn = None
         if self.transactional_id is not None:
@@ -584,6 +587,15 @@ class Sender:
             return 0
         return max(0, min(next_delay, 1 << 30))
 
+    def _on_node_lost(self, node_id: int) -> None:
+        """A connection failed or was lost (NetworkClient.node_lost_listeners): metadata is
+        refreshed as soon as its backoff allows, since a leader may have moved off that
+        broker or the broker may be gone (Java's handleServerDisconnect), and the
+        coordinators on it are looked up again."""
+        if node_id >= 0:
+            self.metadata.request_update()
+        self.coordinator.node_lost(node_id)
+
     # -- produce -----------------------------------------------------------------------
 
     def _prepare(self, b) -> None:
@@ -873,6 +885,10 @@ class Sender:
         if due > 0:
             return due
         node = self.client.least_loaded_node(now)
+        after = self._rebootstrap_after_ms
+        if after is not None and (node is None or self.metadata.failing_for_ms(wall) >= after) \
+                and self._rebootstrap():
+            node = self.client.least_loaded_node(now)
         if node is None:
             return max(50, min((self.client.connection_delay(n, now) for n in self.client.nodes), default=50))
         if not self.client.ready(node, now):
@@ -885,6 +901,24 @@ class Sender:
         self.client.send(node, v.METADATA, req,
                          lambda resp, err: self._on_metadata(plan, version, resp, err), now)
         return 1 << 30
+
+    def _rebootstrap(self) -> bool:
+        """metadata.recovery.strategy=rebootstrap (KIP-899, KIP-1102): no broker of the last
+        known metadata can be reached (every connection failed and waits out its backoff), or
+        none has answered a metadata request for metadata.recovery.rebootstrap.trigger.ms:
+        the cluster may have been replaced, so the client starts again from
+        bootstrap.servers, as at its start. Not while it is on them already."""
+        if self.metadata.cluster.is_bootstrap:
+            return False
+        addresses = self.config.bootstrap_addresses
+        log.info("no broker of the last known metadata answers: starting again from "
+                 "bootstrap.servers %s (metadata.recovery.strategy=rebootstrap)",
+                 ",".join(f"{h}:{p}" for h, p in addresses))
+        self.metadata.rebootstrap(addresses)
+        for i, (host, port) in enumerate(addresses):
+            self.client.set_node(-(i + 1), host, port)
+        self.stats["rebootstraps"] += 1
+        return True
 
     def _on_metadata(self, plan, version, resp, err) -> None:
         self._metadata_in_flight = False

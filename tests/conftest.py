@@ -65,15 +65,15 @@ def proxied_broker(tmp_path):
 
 
 RESILIENCE_FILES = {"test_faults.py", "test_soak.py", "test_hostile.py", "test_leaks.py",
-                    "test_lifecycle.py", "test_fuzz.py"}
+                    "test_lifecycle.py", "test_fuzz.py", "test_failover.py"}
 # Files whose tests all start brokers, proxies, gateways, Spark or other processes.
 BROKER_FILES = {"test_aio.py", "test_bench.py", "test_build.py", "test_end_to_end.py", "test_proxy.py",
-                "test_readback.py", "test_sasl.py", "test_selector.py", "test_selector_tls.py",
+                "test_readback.py", "test_mock_cluster.py", "test_sasl.py", "test_selector.py", "test_selector_tls.py",
                 "test_spark.py", "test_spark_sink.py", "test_tls.py", "test_transactions.py",
                 "test_wheel.py"}
 BROKER_FIXTURES = {"broker", "proxied_broker", "spark"}
 # In the other files, a test (or one of its fixtures) that does one of these is a broker test.
-_OUTSIDE_PARTS = ("TansuBroker(", "FaultProxy(", "SaslGateway(", "subprocess.", "os.fork(",
+_OUTSIDE_PARTS = ("TansuBroker(", "FaultProxy(", "SaslGateway(", "MockCluster(", "subprocess.", "os.fork(",
                   "SparkSession", "local_session(", "multiprocessing")
 _source_cache: dict = {}
 

@@ -38,6 +38,8 @@ JAVA_DEFAULTS = {
     "max.in.flight.requests.per.connection": 5,
     "metadata.max.age.ms": 300000,
     "metadata.max.idle.ms": 300000,
+    "metadata.recovery.strategy": "rebootstrap",          # Kafka 4.0 (KIP-1102)
+    "metadata.recovery.rebootstrap.trigger.ms": 300000,
     "compression.type": "none",
     "compression.gzip.level": 6,
     "compression.lz4.level": 9,

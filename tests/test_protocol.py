@@ -448,6 +448,46 @@ def test_golden_api_versions_fallback_to_v0():
     assert resp.version_ranges() == {18: (0, 2)}
 
 
+def test_api_versions_unsupported_in_neither_layout_is_read_by_its_error_code():
+    # librdkafka's mock broker answers a v4 request it does not support with the error code,
+    # a one-byte count and one entry without tagged fields, then ThrottleTimeMs: neither v4
+    # nor v0. As librdkafka does, the error code decides: the client retries at a lower version.
+    data = h(
+        "00000001"                  # CorrelationId
+        "|0023"                     # ErrorCode 35 UNSUPPORTED_VERSION
+        "|02"                       # ApiKeys: one byte, count 1 + 1
+        "|0012 0000 0002"           # ApiKey 18, MinVersion 0, MaxVersion 2 (no tagged fields)
+        "|00000000"                 # ThrottleTimeMs
+    )
+    resp = ApiVersionsResponse.decode(4, data)
+    assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert resp.correlation_id == 1
+    # Any other error code in an unreadable body is the decode error it is.
+    with pytest.raises(ProtocolDecodeError):
+        ApiVersionsResponse.decode(4, data[:4] + b"\x00\x00" + data[6:])
+    with pytest.raises(ProtocolDecodeError):
+        ApiVersionsResponse.decode(4, data[:5])
+
+
+def test_bytes_after_the_last_field_are_ignored_when_lenient_and_counted():
+    # librdkafka's mock broker adds a byte after MetadataResponse v9+; Java and librdkafka
+    # read the fields they know and ignore the rest. Truncation still fails.
+    from kproducer.protocol.messages import decode_response_lenient
+    w = Writer()
+    w.int32(7)                                           # CorrelationId
+    payload = bytes(w.getvalue()) + h("00 00000000 01 00 00000001 01 00")
+    #                                   header tags | ThrottleTimeMs | Brokers [] | ClusterId null |
+    #                                   ControllerId 1 | Topics [] | body tags
+    resp, trailing = decode_response_lenient(METADATA, 12, payload)
+    assert (resp.correlation_id, resp.controller_id, trailing) == (7, 1, 0)
+    resp, trailing = decode_response_lenient(METADATA, 12, payload + b"\x00")
+    assert (resp.controller_id, trailing) == (1, 1)
+    with pytest.raises(ProtocolDecodeError, match="trailing"):
+        decode_response(METADATA, 12, payload + b"\x00")
+    with pytest.raises(ProtocolDecodeError, match="truncated"):
+        decode_response_lenient(METADATA, 12, payload[:-3])
+
+
 # --- encoding rules -----------------------------------------------------------
 
 def test_encode_errors_name_the_field():

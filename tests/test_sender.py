@@ -88,6 +88,7 @@ class MockClient:
         self._rfd, self._wfd = os.pipe()
         self.selector = _PipeSelector(self._rfd)
         self.wakeups = 0
+        self.node_lost_listeners: list = []     # called by lose_node()
 
     # -- what tests script and read --
     def produce_requests(self) -> list:

@@ -125,6 +125,14 @@ def decode_response(api_key: int, version: int, payload, *, strict: bool = True)
     ``strict`` rejects trailing bytes after the body. Raises
     :class:`~kproducer.errors.ProtocolDecodeError` on malformed input.
     """
+    return decode_response_lenient(api_key, version, payload, strict=strict)[0]
+
+
+def decode_response_lenient(api_key: int, version: int, payload, *, strict: bool = False):
+    """Like :func:`decode_response`, but bytes after the last field this version defines are
+    ignored, as Java and librdkafka ignore them (a broker of another implementation may
+    add some); returns ``(body, how many bytes were ignored)``. Truncated or corrupt
+    fields still raise."""
     cls = RESPONSES.get(api_key)
     if cls is None:
         raise UnsupportedVersionError(f"kproducer has no decoder for API key {api_key}")
@@ -136,20 +144,33 @@ def decode_response(api_key: int, version: int, payload, *, strict: bool = True)
     try:
         obj = schema.decode_body(r, version, strict=strict)
     except ProtocolError as exc:
-        # KIP-511: a broker that does not support our ApiVersions version
-        # answers UNSUPPORTED_VERSION in a v0 body. Java re-parses as v0 after
-        # any failure; we accept the v0 reading only if it is that error, so a
-        # truncated v1+ response is still reported as truncated.
         if api_key != _v.API_VERSIONS or version == 0:
             raise
-        try:
-            obj = schema.decode_body(Reader(payload, body_start), 0, strict=strict)
-        except ProtocolError:
-            raise exc from None
-        if obj.error_code != _UNSUPPORTED_VERSION:
-            raise exc from None
+        obj, r = _api_versions_fallback(schema, payload, body_start, exc)
     obj.correlation_id = correlation_id
-    return obj
+    return obj, r.end - r.pos
+
+
+def _api_versions_fallback(schema, payload, body_start: int, exc):
+    """KIP-511: a broker that does not support our ApiVersions version answers
+    UNSUPPORTED_VERSION, in a v0 body (Apache Kafka) or in one that is neither v0 nor ours
+    (librdkafka's mock: the error code, then one entry laid out as the request's version).
+    As librdkafka does, the error code is read first: when it is UNSUPPORTED_VERSION the
+    answer stands whatever follows, with the versions a v0 reading finds (none when it
+    finds nothing readable), and the client retries at a lower version. Any other reading
+    that fails is the failure it is: a truncated v1+ response is still reported as
+    truncated."""
+    r = Reader(payload, body_start)
+    if r.end - r.pos < 2 or r.int16("ApiVersionsResponse.ErrorCode") != _UNSUPPORTED_VERSION:
+        raise exc from None
+    r = Reader(payload, body_start)
+    try:
+        return schema.decode_body(r, 0, strict=False), r
+    except ProtocolError:
+        obj = schema.cls(error_code=_UNSUPPORTED_VERSION)
+        r = Reader(payload, body_start)
+        r.pos = r.end
+        return obj, r
 
 
 def _decode(cls, version: int, payload, *, strict: bool = True):

@@ -430,6 +430,15 @@ class FaultProxy:
         with self._lock:
             self._api_cut = None if api_key is None else [int(api_key), on, int(times)]
 
+    def retarget(self, target_host: str, target_port: int) -> None:
+        """New connections go to ``target_host:target_port`` (a loopback address, as for the
+        constructor); open ones stay where they are (:meth:`cut_all` ends them): a broker
+        replaced behind a stable address, as a load balancer or DNS name does."""
+        family, addr = _resolve_loopback(target_host, target_port)
+        with self._lock:
+            self._family, self._target_addr = family, addr
+            self.target_host, self.target_port = target_host, target_port
+
     def answer_error(self, api_key: int | None, error_code: int = 0, *, times: int = 1) -> None:
         """The next ``times`` responses to requests with ``api_key`` reach the client with
         their ErrorCode replaced by ``error_code`` (the broker did act on the request). For
