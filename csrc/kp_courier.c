@@ -320,7 +320,11 @@ static kp_courier_request *nth_request(kp_courier *c, int32_t n, int32_t k, int3
 }
 
 /* With mu held: frame[0, len) decoded as a Produce response of `version` into c->results
- * (*n of them); whether it decodes, answers `cid`, and every partition succeeded. */
+ * (*n of them); whether it decodes, answers `cid`, says no throttle, and every partition
+ * succeeded. Bytes after the fields known are ignored (kp_produce_response_read): an
+ * acknowledgement with some is still one. A throttled answer (ThrottleTimeMs > 0) is not a
+ * plain acknowledgement: the step is to mute the connection for that long (KIP-219), so it
+ * is left to the step like an error, and the courier writes nothing more to the node. */
 static int produce_ok(kp_courier *c, const uint8_t *frame, size_t len, int version, int32_t cid,
                       size_t *n)
 {
@@ -332,10 +336,11 @@ static int produce_ok(kp_courier *c, const uint8_t *frame, size_t len, int versi
         c->results = r;
         c->cap_results = cap;
     }
-    int32_t got = 0;
+    int32_t got = 0, throttle_ms = 0;
     kp_error err;
-    if (kp_produce_response_read(frame, len, version, &got, c->results, cap, n, &err) != KP_OK ||
-        got != cid)
+    if (kp_produce_response_read(frame, len, version, &got, c->results, cap, n, &throttle_ms, NULL,
+                                 &err) != KP_OK ||
+        got != cid || throttle_ms > 0)
         return 0;
     for (size_t k = 0; k < *n; k++)
         if (c->results[k].error_code != 0)

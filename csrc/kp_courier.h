@@ -30,13 +30,16 @@
  * - Responses. Every frame on a node's connection answers the next of those requests, in
  *   order: the courier reads them (kp_selector_fns.read) and decodes each. One that answers
  *   a step's request is kept for the next poll (the step settles it) and counts as answered
- *   when every partition of it succeeded (or it is not a Produce response). One that answers
- *   the courier's own request and acknowledges its every batch is dropped from the selector
- *   and its batches get their base offsets: the step settles the request in its turn, after
- *   the responses ahead of it. The first frame that is anything else (an error code, a
- *   partition missing or extra, a correlation id out of order, a frame that does not decode,
- *   a lost connection) is kept for the next poll with everything after it, and the courier
- *   stops there: it neither reads nor sends to that node again. Every frame read wakes the
+ *   when every partition of it succeeded and it asks for no throttle (or it is not a Produce
+ *   response). One that answers the courier's own request and acknowledges its every batch,
+ *   with no throttle, is dropped from the selector and its batches get their base offsets:
+ *   the step settles the request in its turn, after the responses ahead of it. Bytes after
+ *   the fields a Produce response's version defines are ignored (kp_produce.h). The first
+ *   frame that is anything else (an error code, a ThrottleTimeMs above 0, which the step
+ *   must see to mute the connection for that long, KIP-219; a partition missing or extra, a
+ *   correlation id out of order, a frame that does not decode, a lost connection) is kept
+ *   for the next poll with everything after it, and the courier stops there: it neither
+ *   reads nor sends to that node again until the next arming. Every frame read wakes the
  *   selector (kp_selector_fns.wakeup): the turn's watcher then wants a step, to settle it.
  * - acks=0. A request is done once written: it takes no room in flight, and the courier
  *   reads nothing (every node as if `reads` were 0). The step's requests in flight still

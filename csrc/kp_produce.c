@@ -346,7 +346,8 @@ static size_t partition_min(int version)
 
 kp_status kp_produce_response_read(const uint8_t *p, size_t len, int version,
                                    int32_t *correlation_id, kp_produce_result *out,
-                                   size_t cap, size_t *n, kp_error *err)
+                                   size_t cap, size_t *n, int32_t *throttle_time_ms,
+                                   size_t *trailing, kp_error *err)
 {
     if (version < KP_PRODUCE_MIN_VERSION || version > KP_PRODUCE_MAX_VERSION) return KP_ERR_INVALID;
     reader r = {p, len, 0, version >= KP_PRODUCE_FIRST_FLEXIBLE_VERSION, err};
@@ -374,11 +375,14 @@ kp_status kp_produce_response_read(const uint8_t *p, size_t len, int version,
     }
     if (st != KP_OK) return st;
     if (r.len - r.pos < 4) return kp_fail(err, KP_ERR_TRUNCATED, "ProduceResponse.ThrottleTimeMs", r.pos, 4);
+    int32_t throttle = (int32_t)kp_load_be32(r.p + r.pos);
     r.pos += 4;
     if (r.flexible && (st = skip_tags(&r, "ProduceResponse._tagged_fields")) != KP_OK) return st;
-    if (r.pos != r.len)
-        return kp_fail(err, KP_ERR_TRAILING, "ProduceResponse", r.pos, (int64_t)(r.len - r.pos));
+    /* What follows the last field known is left unread, as Java's and librdkafka's readers
+     * leave it (a broker of another implementation may add bytes): counted, not an error. */
     *correlation_id = cid;
     *n = count;
+    if (throttle_time_ms) *throttle_time_ms = throttle;
+    if (trailing) *trailing = r.len - r.pos;
     return KP_OK;
 }

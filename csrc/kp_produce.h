@@ -33,9 +33,11 @@
  *       | [tags: v10+ NodeEndpoints, skipped by size]
  *
  * The reader validates everything it reads (lengths and counts against the bytes left,
- * varints, UTF-8 of every string, trailing bytes) and fails with the Kafka field name
- * and the byte offset where the failing read started. The writer computes the exact
- * frame size first and writes into caller-owned memory of that size.
+ * varints, UTF-8 of every string) and fails with the Kafka field name and the byte offset
+ * where the failing read started. Bytes after the last field it knows (ThrottleTimeMs and,
+ * v9+, the tagged fields) are not read: they are counted and ignored, as Java and
+ * librdkafka ignore them (a broker of another implementation may add some). The writer
+ * computes the exact frame size first and writes into caller-owned memory of that size.
  */
 #ifndef KP_PRODUCE_H
 #define KP_PRODUCE_H
@@ -101,17 +103,21 @@ typedef struct kp_produce_result {
 
 /* Decodes a Produce response payload (header + body, no size prefix) of `version`.
  * The results go to out[0, *n); cap = len / KP_PRODUCE_MIN_PARTITION_BYTES + 1 always
- * suffices (KP_ERR_FULL otherwise). Statuses, with err's field and offset:
+ * suffices (KP_ERR_FULL otherwise). *throttle_time_ms is ThrottleTimeMs (every version
+ * 3-11; KIP-219: from v6 the broker answers before it throttles, and the client is to
+ * send that connection nothing for that long); *trailing is how many bytes followed the
+ * last field known (0 for a response exactly as Kafka lays it out). Either may be NULL.
+ * The outputs are written only on KP_OK. Statuses, with err's field and offset:
  *   KP_ERR_TRUNCATED  a field, or an array's items, do not fit in the bytes left
  *   KP_ERR_VARINT     an unsigned varint longer than 5 bytes or over 32 bits
  *   KP_ERR_NULL       a null (-1) length or count where none is allowed
  *   KP_ERR_INVALID    another negative length or count (err->value)
  *   KP_ERR_UTF8       a string that is not valid UTF-8 (offset: its first byte)
- *   KP_ERR_TRAILING   bytes after ProduceResponse (offset: the first of them)
  * and KP_ERR_INVALID without a field for a version outside 3-11. */
 kp_status kp_produce_response_read(const uint8_t *p, size_t len, int version,
                                    int32_t *correlation_id, kp_produce_result *out,
-                                   size_t cap, size_t *n, kp_error *err);
+                                   size_t cap, size_t *n, int32_t *throttle_time_ms,
+                                   size_t *trailing, kp_error *err);
 
 /* Whether p[0, len) is valid UTF-8 as Python's strict decoder sees it (no overlong
  * forms, no surrogates, nothing above U+10FFFF). */

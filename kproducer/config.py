@@ -195,8 +195,7 @@ _DEFS = [
             "has answered a metadata request for metadata.recovery.rebootstrap.trigger.ms, "
             "start again from bootstrap.servers (the cluster may have been replaced); none: "
             "keep trying the known brokers.",
-            choices=("none", "rebootstrap"), supported=("none", "rebootstrap"),
-            case_insensitive=True),
+            choices=("none", "rebootstrap"), supported=("none", "rebootstrap")),
     Setting("metadata.recovery.rebootstrap.trigger.ms", "long", 300000,
             "With metadata.recovery.strategy=rebootstrap: how long metadata requests may fail "
             "before the client starts again from bootstrap.servers.", min=0),

@@ -52,6 +52,9 @@ CLIENT_SOFTWARE_VERSION = "0.1.0"
 # to it between two steps (each response it reads makes room for one more). The Sender gives
 # back those it did not use (rewind_correlation_ids).
 COURIER_IDS = 256
+# KIP-219: from this Produce version the broker answers at once and the client waits out the
+# throttle (Java's ProduceResponse.shouldClientThrottle); before it the broker delayed the answer.
+_PRODUCE_CLIENT_THROTTLES = 6
 _NO_ANSWER = object()           # InFlightRequest.answer of a request whose response is to come
 
 DISCONNECTED, CONNECTING, CHECKING_API_VERSIONS, READY = range(4)
@@ -154,6 +157,9 @@ class NodeState:
     # API keys whose responses on this connection carried bytes after the fields we know
     # (logged once per connection and API: see _decode).
     trailing_seen: set = field(default_factory=set)
+    # KIP-219: the broker asked for no request on this connection before this instant
+    # (mono ms): a quota's throttle, answered at once and honoured by the client.
+    throttle_until_ms: int = 0
 
 
 class NetworkClient:
@@ -183,6 +189,10 @@ class NetworkClient:
         # idle close): Java's MetadataUpdater.handleServerDisconnect. The Sender refreshes
         # metadata (a leader may have moved) and forgets the coordinators on that node.
         self.node_lost_listeners: list = []
+        # KIP-219 throttles honoured (metrics(): produce_throttle_*).
+        self.throttled_responses = 0
+        self.throttle_time_ms_total = 0
+        self.throttle_time_ms_max = 0
         self.request_timeout_ms = request_timeout_ms
         self.max_in_flight = max_in_flight
         self.connection_setup_timeout_ms = connection_setup_timeout_ms
@@ -206,7 +216,8 @@ class NetworkClient:
         ns = self.nodes.get(node_id)
         if ns is not None:
             if (ns.host, ns.port) != (host, port):
-                self._disconnect(ns, NetworkError(f"node {node_id} moved to {host}:{port}"), self.time.mono_ms())
+                self._disconnect(ns, NetworkError(f"node {node_id} moved to {host}:{port}"), self.time.mono_ms(),
+                                 lost=False)
                 ns.host, ns.port = host, port
                 # A new address owes nothing to the old one's failures: connect at once.
                 ns.attempts = 0
@@ -219,7 +230,8 @@ class NetworkClient:
     def remove_node(self, node_id: int) -> None:
         ns = self.nodes.pop(node_id, None)
         if ns is not None:
-            self._disconnect(ns, NetworkError(f"node {node_id} left the cluster"), self.time.mono_ms())
+            self._disconnect(ns, NetworkError(f"node {node_id} left the cluster"), self.time.mono_ms(),
+                             lost=False)
             self._free_slots.append(ns.slot)
 
     def state(self, node_id: int) -> str:
@@ -240,7 +252,8 @@ class NetworkClient:
         if ns is None:
             return False
         if ns.state == READY:
-            return len(ns.in_flight) + len(ns.pending) < self.max_in_flight
+            return (len(ns.in_flight) + len(ns.pending) < self.max_in_flight
+                    and now >= ns.throttle_until_ms)
         if self.can_connect(ns, now):
             self._connect(ns, now)
         return False
@@ -248,6 +261,8 @@ class NetworkClient:
     def connection_delay(self, node_id: int, now: int) -> int:
         """Milliseconds until a connection attempt to the node may start."""
         ns = self.nodes.get(node_id)
+        if ns is not None and ns.state == READY and now < ns.throttle_until_ms:
+            return ns.throttle_until_ms - now          # Java's connectionDelay: the throttle
         if ns is None or ns.state != DISCONNECTED:
             return 0 if ns is None else 1 << 40
         return max(0, ns.reconnect_wait_ms - (now - ns.last_attempt_ms))
@@ -555,6 +570,8 @@ class NetworkClient:
         ns = self.nodes.get(node_id)
         if ns is None or ns.state != READY or ns.pending or (reads and ns.discard):
             return None
+        if ns.throttle_until_ms and self.time.mono_ms() < ns.throttle_until_ms:
+            return None
         version = ns.versions.get(api_key)
         if version is None:
             return None
@@ -740,6 +757,31 @@ class NetworkClient:
         self._pop_answered(ns, completions)     # the courier's, answered behind it
         self._stage(ns)
 
+    def produce_answered(self, node_id: int, throttle_ms: int, trailing: int) -> None:
+        """What a Produce answer of ``node_id`` says of the connection (the Sender decodes it
+        in C): its ThrottleTimeMs, and how many bytes followed its last field.
+
+        KIP-219: from Produce v6 a broker over a quota answers at once with the time the
+        client must wait, and expects no request on that connection before then; Java mutes
+        the channel (ClusterConnectionStates.throttle). Requests in flight are answered as
+        usual; what the courier or a step would write waits. Before v6 the broker delayed
+        its answer instead, and the client has nothing to wait."""
+        ns = self.nodes.get(node_id)
+        if ns is None:
+            return
+        if trailing and v.PRODUCE not in ns.trailing_seen:
+            ns.trailing_seen.add(v.PRODUCE)
+            log.debug("node %s: %d byte(s) after the last field of ProduceResponse ignored",
+                      node_id, trailing)
+        if throttle_ms <= 0 or ns.versions.get(v.PRODUCE, 0) < _PRODUCE_CLIENT_THROTTLES:
+            return
+        now = self.time.mono_ms()
+        ns.throttle_until_ms = max(ns.throttle_until_ms, now + throttle_ms)
+        self.throttled_responses += 1
+        self.throttle_time_ms_total += throttle_ms
+        self.throttle_time_ms_max = max(self.throttle_time_ms_max, throttle_ms)
+        log.debug("node %s: throttled for %d ms (a quota)", node_id, throttle_ms)
+
     def _decode(self, ns: NodeState, entry, payload):
         """A response's fields; bytes after the last field its version defines are ignored,
         as Java and librdkafka ignore them (librdkafka's mock broker adds one to Metadata v9+),
@@ -754,6 +796,8 @@ class NetworkClient:
     def _next_timeout(self, now: int) -> int:
         t = 1 << 30
         for ns in self.nodes.values():
+            if ns.throttle_until_ms > now:          # the step that sends when it ends
+                t = min(t, ns.throttle_until_ms - now)
             if ns.in_flight:
                 t = min(t, ns.in_flight[0].send_ms + self.request_timeout_ms - now)
             if ns.state in _SETTING_UP:
@@ -781,8 +825,11 @@ class NetworkClient:
                 self._disconnect(ns, None, now)
         return out
 
-    def _disconnect(self, ns: NodeState, exc, now: int, *, closed_by_peer: bool = False, run: bool = True) -> list:
-        """Closes the node's connection and fails its requests with ``exc``."""
+    def _disconnect(self, ns: NodeState, exc, now: int, *, closed_by_peer: bool = False, run: bool = True,
+                    lost: bool = True) -> list:
+        """Closes the node's connection and fails its requests with ``exc``; ``lost`` False:
+        the client closes it on purpose (the node moved or left the metadata), which tells
+        the node_lost_listeners nothing."""
         if ns.state != DISCONNECTED or not closed_by_peer:
             try:
                 self.selector.close(ns.slot)
@@ -806,7 +853,8 @@ class NetworkClient:
         ns.discard.clear()
         if exc is not None:
             log.info("disconnected from node %s: %s", ns.node_id, exc)
-            self._node_lost(ns)
+            if lost:
+                self._node_lost(ns)
         if run:
             for callback, resp, err in failed:
                 callback(resp, err)

@@ -548,8 +548,16 @@ class Producer:
         ``request_latency_avg_ms``, ``_max_ms``, ``_p50_ms``, ``_p99_ms`` and ``_count``: the
         round trips of the requests answered since the producer started, from the request's
         write to the read of its response (Java's request-latency-avg and -max, librdkafka's
-        ``rtt``; None before the first answer)."""
+        ``rtt``; None before the first answer); ``produce_throttled_responses``,
+        ``produce_throttle_time_ms_total`` and ``_max``: the quota throttles brokers asked for
+        in Produce answers (KIP-219), each honoured by sending nothing to that broker for as
+        long; ``rebootstraps``: how often no known broker answered and the producer started
+        again from bootstrap.servers (metadata.recovery.strategy)."""
         out = dict(self._sender.stats)
+        client = self._sender.client
+        out.update(produce_throttled_responses=client.throttled_responses,
+                   produce_throttle_time_ms_total=client.throttle_time_ms_total,
+                   produce_throttle_time_ms_max=client.throttle_time_ms_max)
         out["steps_for_a_sleeping_sender"] = self._sender.turn.asleep_steps
         out.update(self._sender.client.request_latency.summary_ms("request_latency"))
         out.update(buffer_total_bytes=self._acc.pool.total, buffer_available_bytes=self._acc.pool.available,

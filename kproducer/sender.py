@@ -133,6 +133,19 @@ class Sender:
         self.next_seq: dict = {}
         self.in_flight: dict = defaultdict(list)       # (topic, partition) -> [batch] in send order
         self.muted: set = set()                         # partitions waiting for in-flight retries
+        # (topic, partition) -> the batches put back for a retry and not sent again yet: while
+        # a partition has one, nothing more of it is sent while anything of it is in flight
+        # (Java's RecordAccumulator.shouldStopDrainBatchesForPartition): a retry sent while an
+        # earlier retry is in flight could be written before it, should the earlier fail again
+        # (its leader moved once more, a broker that answered it with an error).
+        self.requeued: dict = {}
+        # (topic, partition) -> the node its in-flight batches went to. A partition sends to
+        # one node at a time: when metadata names another leader while batches are in flight
+        # to the old one, the partition is muted until they are answered (_on_metadata), so
+        # that a batch sent to the new leader cannot be written before earlier ones the old
+        # leader refuses, on a broker that does not check sequences (librdkafka's mock does
+        # not, for a producer without a transactional id) as on one that does.
+        self.in_flight_node: dict = {}
         self._acks0_nodes: set = set()                  # nodes that received acks=0 records
         self.stats = defaultdict(int, dict.fromkeys(COUNTERS, 0))
         self.fatal_error: Exception | None = None
@@ -517,7 +530,7 @@ class Sender:
             if self.idempotent:
                 for b in batches:
                     self.next_seq[(b.topic, b.partition)] = (b.base_sequence + b.record_count) % _SEQ_MOD
-            topics = self._into_flight(batches)
+            topics = self._into_flight(batches, node)
             self.stats["requests_by_courier"] += 1
             answer = {}
             if results is not None:
@@ -525,7 +538,8 @@ class Sender:
                 answer = {"answer": (cid, [(b.topic, b.partition, 0, offset, append_time, None)
                                            for b, (offset, append_time) in zip(batches, results)])}
             self.client.adopt(node, v.PRODUCE, version, cid, topics,
-                              lambda resp, err, batches=batches: self._on_produce(batches, resp, err),
+                              lambda resp, err, batches=batches, node=node:
+                              self._on_produce(batches, resp, err, node),
                               send_us // 1000, decoder=decode_produce_response, sent=whole,
                               expect_response=expect_response, send_us=send_us,
                               answer_us=answer_us, **answer)
@@ -611,15 +625,20 @@ class Sender:
         elif b.producer_id != self.producer_id or b.producer_epoch != self.producer_epoch or not b.finished:
             b.finish(self.producer_id, self.producer_epoch, b.base_sequence, self.txn is not None)
 
-    def _into_flight(self, batches: list) -> list:
+    def _into_flight(self, batches: list, node: int) -> list:
         """The batches of one Produce request go in flight, counted in the metrics; returns
         the request's topics, [(topic, [(partition, batch)])] (batches export their bytes
         through the buffer protocol)."""
         by_topic = defaultdict(list)
         stats = self.stats
+        requeued = self.requeued
         for b in batches:
             by_topic[b.topic].append((b.partition, b))
-            self.in_flight[(b.topic, b.partition)].append(b)
+            tp = (b.topic, b.partition)
+            self.in_flight[tp].append(b)
+            self.in_flight_node[tp] = node
+            if requeued:
+                self._resent(tp, b)
             size = b.size_in_bytes
             stats["batch_bytes"] += size
             if size > stats["max_batch_bytes"]:
@@ -631,7 +650,7 @@ class Sender:
     def _send_produce(self, node: int, batches: list, now: int) -> None:
         for b in batches:
             self._prepare(b)
-        topics = self._into_flight(batches)
+        topics = self._into_flight(batches, node)
         acks, timeout_ms, txn_id = self.acks, self.request_timeout_ms, self.transactional_id
 
         def encode(version, correlation_id, client_id):
@@ -643,16 +662,20 @@ class Sender:
             self._acks0_nodes.add(node)
         try:
             self.client.send(node, v.PRODUCE, topics,
-                             lambda resp, err, batches=batches: self._on_produce(batches, resp, err),
+                             lambda resp, err, batches=batches: self._on_produce(batches, resp, err, node),
                              now, expect_response=self.acks != 0, encoder=encode,
                              decoder=decode_produce_response)
         except KafkaError as exc:
             self._on_produce(batches, None, exc)
 
-    def _on_produce(self, batches: list, resp, err) -> None:
+    def _on_produce(self, batches: list, resp, err, node: int = -1) -> None:
         """``resp`` is decode_produce_response's (correlation_id, [(topic, partition,
-        error_code, base_offset, log_append_time_ms, error_message)])."""
+        error_code, base_offset, log_append_time_ms, error_message)], throttle_time_ms,
+        trailing bytes); the courier's acknowledgements carry the first two only (it settles
+        none with a throttle)."""
         wall = self.time.wall_ms()
+        if resp is not None and len(resp) > 2:
+            self.client.produce_answered(node, resp[2], resp[3])
         if err is not None:
             # Connection lost, request timed out: every batch of the request is retriable.
             for b in batches:
@@ -676,6 +699,19 @@ class Sender:
             self._handle_partition(b, code, base_offset, lat, msg, wall)
         self._after_responses(batches)
 
+    def _resent(self, tp, b) -> None:
+        """``b`` goes in flight: if it was put back for a retry it is no longer waiting; while
+        others of its partition are, the partition sends nothing more until what is in flight
+        is answered (muted; _after_responses lifts it)."""
+        waiting = self.requeued.get(tp)
+        if waiting is None:
+            return
+        waiting.discard(b)
+        if waiting:
+            self.muted.add(tp)
+        else:
+            del self.requeued[tp]
+
     def _after_responses(self, batches: list) -> None:
         for b in batches:
             tp = (b.topic, b.partition)
@@ -692,6 +728,7 @@ class Sender:
                 pass
             if not lst:
                 del self.in_flight[tp]
+                self.in_flight_node.pop(tp, None)
 
     def _handle_partition(self, b, code: int, base_offset: int, log_append_time: int, message, wall: int) -> None:
         tp = (b.topic, b.partition)
@@ -752,6 +789,7 @@ class Sender:
             self.stats["retries"] += 1
             log.debug("retrying %r after %s", b, exc)
             self.muted.add(tp)
+            self.requeued.setdefault(tp, set()).add(b)
             self.acc.reenqueue(b, wall, self.retry_backoff.backoff(b.attempts))
             return
         self._fail(b, exc, wall)
@@ -785,6 +823,11 @@ class Sender:
             # A sequenced batch failed for good: later batches of its partition would hit a
             # gap. Renumber them under a new producer id.
             self._request_new_producer_id(exc)
+        waiting = self.requeued.get((b.topic, b.partition))
+        if waiting is not None:
+            waiting.discard(b)
+            if not waiting:
+                del self.requeued[(b.topic, b.partition)]
         self.stats["records_failed"] += b.record_count
         b.complete(-1, -1, exc)
         self.acc.untrack(b.result)
@@ -801,6 +844,7 @@ class Sender:
             for b in list(lst):
                 self._fail(b, exc, wall)
         self.in_flight.clear()
+        self.in_flight_node.clear()
 
     # -- producer id -----------------------------------------------------------------
 
@@ -884,6 +928,8 @@ class Sender:
         due = self.metadata.time_to_next_update(wall)
         if due > 0:
             return due
+        if not self.metadata.cluster.is_bootstrap:
+            self._forget_bootstrap_nodes()
         node = self.client.least_loaded_node(now)
         after = self._rebootstrap_after_ms
         if after is not None and (node is None or self.metadata.failing_for_ms(wall) >= after) \
@@ -901,6 +947,24 @@ class Sender:
         self.client.send(node, v.METADATA, req,
                          lambda resp, err: self._on_metadata(plan, version, resp, err), now)
         return 1 << 30
+
+    def _forget_bootstrap_nodes(self) -> None:
+        """Once metadata named the brokers, the bootstrap connections (nodes -1, -2, ...)
+        go, as soon as nothing is in flight on them (the one that answered is still
+        answering): afterwards only the brokers the metadata names are asked, until a
+        rebootstrap (metadata.recovery.strategy) brings the bootstrap servers back."""
+        for nid in [n for n in self.client.nodes if n < 0]:
+            if not self.client.in_flight_count(nid):
+                self.client.remove_node(nid)
+
+    def _mute_moved_partitions(self, cluster) -> None:
+        """The partitions whose batches are in flight to a node that no longer leads them
+        send nothing to their new leader until those are answered (see in_flight_node):
+        what the old leader refuses is retried first, in order."""
+        for tp, node in self.in_flight_node.items():
+            leader = cluster.leader_for(tp[0], tp[1])
+            if leader is None or leader.node_id != node:
+                self.muted.add(tp)
 
     def _rebootstrap(self) -> bool:
         """metadata.recovery.strategy=rebootstrap (KIP-899, KIP-1102): no broker of the last
@@ -931,10 +995,9 @@ class Sender:
                                        partial=plan.partial, response_version=version)
         for broker in cluster.nodes():
             self.client.set_node(broker.node_id, broker.host, broker.port)
+        self._mute_moved_partitions(cluster)
         if cluster.nodes():
-            for nid in [n for n in self.client.nodes if n < 0]:
-                if not self.client.in_flight_count(nid):
-                    self.client.remove_node(nid)
+            self._forget_bootstrap_nodes()
         for name, info in cluster.topics.items():
             if info.partitions:
                 self.acc.set_partition_count(name, len(info.partitions), cluster.available_partition_ids(name))

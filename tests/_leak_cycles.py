@@ -55,7 +55,8 @@ def codec_cycles(n: int) -> None:
 
 def produce_cycle(batch: bytes) -> None:
     """The Produce codec: a request, one refused after its first buffers were taken, a
-    response of 40 partitions (its results on the heap) and the same cut short."""
+    response of 40 partitions (its results on the heap), the same with bytes after its
+    last field (ignored) and the same cut short."""
     produce.encode_produce_request(9, 1, "c", -1, 100, [("t", [(0, batch), (1, bytearray(batch))])])
     try:
         produce.encode_produce_request(9, 1, "c", -1, 100, [("t", [(0, batch), (1, "not bytes")])])
@@ -63,7 +64,10 @@ def produce_cycle(batch: bytes) -> None:
         pass
     parts = b"".join(struct.pack(">ihqqq", i, 0, i, -1, 0) + b"\x01\x00\x00" for i in range(40))
     payload = b"\x00\x00\x00\x01\x00\x02\x02t" + bytes([41]) + parts + b"\x00" + b"\x00" * 5
-    assert len(produce.decode_produce_response(9, payload)[1]) == 40
+    cid, results, throttle_time_ms, trailing = produce.decode_produce_response(9, payload)
+    assert (cid, len(results), throttle_time_ms, trailing) == (1, 40, 0, 0)
+    cid, results, throttle_time_ms, trailing = produce.decode_produce_response(9, payload + b"\x00" * 3)
+    assert (cid, len(results), throttle_time_ms, trailing) == (1, 40, 0, 3)
     try:
         produce.decode_produce_response(9, payload[:-9])
     except ProtocolDecodeError:

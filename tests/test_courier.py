@@ -274,14 +274,16 @@ def test_with_acks0_a_request_is_done_once_written_and_nothing_is_read(link):
         received = sel.poll(50).received
     assert [struct.unpack_from(">i", payload)[0] for _, payload in received] == [2]
 
-def _produce_response_v3(cid: int, topic: str, entries) -> bytes:
-    """A framed Produce v3 response: ``entries`` [(partition, error_code, base_offset)]."""
+def _produce_response_v3(cid: int, topic: str, entries, throttle_time_ms: int = 0,
+                         extra: bytes = b"") -> bytes:
+    """A framed Produce v3 response: ``entries`` [(partition, error_code, base_offset)], then
+    ``extra`` bytes after its last field."""
     name = topic.encode()
     body = struct.pack(">ii", cid, 1) + struct.pack(">h", len(name)) + name
     body += struct.pack(">i", len(entries))
     for partition, code, offset in entries:
         body += struct.pack(">ihqq", partition, code, offset, -1)
-    body += struct.pack(">i", 0)        # throttle time
+    body += struct.pack(">i", throttle_time_ms) + extra
     return struct.pack(">i", len(body)) + body
 
 
@@ -315,6 +317,37 @@ def test_the_courier_reads_and_settles_an_acknowledgement_then_leaves_an_error(l
     assert acc.courier_answered == 1
     received = sel.poll(0).received
     assert received == [(0, _produce_response_v3(51, "t", [(0, 6, -1)])[4:])]
+
+
+def test_a_throttled_acknowledgement_is_left_to_the_poll_and_the_node_gets_nothing_more(link):
+    """Room for two requests: 50 and 51 go. Their answers come together: 50's acknowledges
+    its batch with bytes after ThrottleTimeMs (ignored: settled); 51's acknowledges its batch
+    but asks for a throttle (ThrottleTimeMs > 0): the step must mute the connection that long
+    (KIP-219), so the courier leaves it to the next poll, adopted as unanswered, and writes
+    nothing more to the node, though a third batch is due and there is room for it."""
+    sel, conn = link
+    acc = _acc()
+    acc.arm_courier(sel.courier_io(), {7: node(50, max_in_flight=2)}, LEADERS, None, None,
+                    -1, -1, 1, 1000, None)
+    acc.append("t", 0, None, b"a", None, None, None)
+    assert _parse_produce_v3(_recv_frame(conn))[0] == 50
+    acc.append("t", 0, None, b"b", None, None, None)            # a new batch: the first is sealed
+    assert _parse_produce_v3(_recv_frame(conn))[0] == 51
+    acc.append("t", 0, None, b"c", None, None, None)            # due in LINGER_MS, room for one then
+    throttled = _produce_response_v3(51, "t", [(0, 0, 43)], throttle_time_ms=250)
+    conn.sendall(_produce_response_v3(50, "t", [(0, 0, 42)], extra=b"\x00\x01\x02") + throttled)
+    deadline = time.monotonic() + 5
+    while not sel.needs_poll():                                 # read and kept for the poll
+        assert time.monotonic() < deadline, "the courier did not read the throttled answer"
+        time.sleep(0.001)
+    conn.settimeout(5 * LINGER_MS / 1000)
+    with pytest.raises(socket.timeout):                         # the third batch is not written
+        conn.recv(1)
+    assert acc.courier_sent == 2 and acc.courier_answered == 1
+    taken = acc.take_courier_sends(0)
+    assert [(cid, results, [b.record_count for b in batches])
+            for _, cid, _, _, _, batches, results, _ in taken] == [(50, [(42, -1)], [1]), (51, None, [1])]
+    assert sel.poll(0).received == [(0, throttled[4:])]
 
 
 def test_the_step_s_request_in_flight_is_read_and_kept_for_the_poll(link):

@@ -3,12 +3,14 @@
 Encoding: for every version 3..11 and a range of request shapes the fast
 frame minus its size prefix is byte-identical to ``messages.encode_request``
 and the prefix is the payload length. Decoding: responses built with the
-generic encoder (including RecordErrors, ErrorMessage, LogStartOffset and the
-v10+ tagged CurrentLeader / NodeEndpoints) decode to the same values as
-``decode_response``; every truncation and random mutation raises only
-``ProtocolDecodeError`` (and for v3..v9, where no tag is known to either
-decoder, exactly when the generic decoder raises). One test sends fast frames
-to the real broker at every version.
+generic encoder (including RecordErrors, ErrorMessage, LogStartOffset,
+ThrottleTimeMs and the v10+ tagged CurrentLeader / NodeEndpoints) decode to the
+same values as the generic decoder reading the fields it knows and leaving what
+follows (``generic_decode``); bytes after the last field are ignored and
+counted, as Java and librdkafka ignore them; every truncation and random
+mutation raises only ``ProtocolDecodeError`` (and for v3..v9, where no tag is
+known to either decoder, exactly when the generic decoder raises). One test
+sends fast frames to the real broker at every version.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from hypothesis import strategies as st
 from kproducer.codec import encode_batch
 from kproducer.errors import ProtocolDecodeError, ProtocolError, UnsupportedVersionError
 from kproducer.protocol import (PRODUCE, RESPONSES, STRUCTS, PartitionProduceData, ProduceRequest,
-                                ProduceResponse, TopicProduceData, Writer, decode_response,
+                                ProduceResponse, Reader, TopicProduceData, Writer, decode_response,
                                 encode_request, response_header_version)
+from kproducer.protocol.messages import read_response_header
 from kproducer.protocol.produce import decode_produce_response, encode_produce_request
 
 VERSIONS = list(range(3, 12))
@@ -68,16 +71,32 @@ def encode_response(version, obj, correlation_id=99):
     return w.getvalue()
 
 
-def flatten(resp, version):
+def generic_decode(version, payload):
+    """The generic decoder reading a ProduceResponse's fields and leaving the bytes after
+    them, as Java and librdkafka do: ``(response, how many bytes were left)``."""
+    r = Reader(payload)
+    correlation_id = read_response_header(PRODUCE, version, r)
+    resp = RESPONSES[PRODUCE].SCHEMA.decode_body(r, version, strict=False)
+    resp.correlation_id = correlation_id
+    return resp, r.end - r.pos
+
+
+def flatten(resp, version, trailing=0):
     """The generic decoder's result in the fast decoder's shape."""
     return resp.correlation_id, [
         (t.name, p.index, p.error_code, p.base_offset, p.log_append_time_ms,
          p.error_message if version >= 8 else None)
-        for t in resp.responses for p in t.partition_responses]
+        for t in resp.responses for p in t.partition_responses], resp.throttle_time_ms, trailing
+
+
+def flatten_generic(version, payload):
+    """What the fast decoder should return, by the generic decoder."""
+    resp, trailing = generic_decode(version, payload)
+    return flatten(resp, version, trailing)
 
 
 def check_decode(version, payload):
-    expected = flatten(decode_response(PRODUCE, version, payload), version)
+    expected = flatten_generic(version, payload)
     got = decode_produce_response(version, payload)
     assert got == expected
     # every buffer type gives the same answer
@@ -267,14 +286,15 @@ def test_decode_matches_generic(version, shape):
 
 
 def test_decode_rich_values():
-    cid, parts = decode_produce_response(11, encode_response(11, rich_response()))
-    assert cid == 99
+    cid, parts, throttle_time_ms, trailing = decode_produce_response(11, encode_response(11, rich_response()))
+    assert (cid, throttle_time_ms, trailing) == (99, 17, 0)
     assert parts[0] == ("t", 1, 6, -1, 123, "msg \u00e9")
     assert parts[1] == ("t", 2, 0, 2**40, -1, None)
     assert parts[2:] == [("\u00fcnicode-\u2713", i, 0, 1000 * i, 1_700_000_000_000 + i,
                           None if i % 2 else "") for i in range(4)]
-    _, parts7 = decode_produce_response(7, encode_response(7, rich_response()))
+    _, parts7, throttle7, _ = decode_produce_response(7, encode_response(7, rich_response()))
     assert parts7[0] == ("t", 1, 6, -1, 123, None)
+    assert throttle7 == 17
 
 
 @pytest.mark.parametrize("version", [10, 11])
@@ -311,7 +331,7 @@ PRODUCE_RESPONSE_V10_TAGS = h(
 @pytest.mark.parametrize("version", [10, 11])
 def test_decode_hand_built_tagged_fields(version):
     got = check_decode(version, PRODUCE_RESPONSE_V10_TAGS)
-    assert got == (6, [("t", 0, 0, 7, -1, None)])
+    assert got == (6, [("t", 0, 0, 7, -1, None)], 0, 0)
     # a tag whose size runs past the end
     bad = PRODUCE_RESPONSE_V10_TAGS[:-132] + b"\x82\x02" + b"\xee" * 130
     with pytest.raises(ProtocolDecodeError) as ei:
@@ -320,16 +340,55 @@ def test_decode_hand_built_tagged_fields(version):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_every_truncation_and_trailing_bytes(version):
+def test_every_truncation_fails_and_trailing_bytes_are_ignored_and_counted(version):
     payload = encode_response(version, rich_response())
     for n in range(len(payload)):
         with pytest.raises(ProtocolDecodeError) as ei:
             decode_produce_response(version, payload[:n])
         assert ei.value.field and 0 <= ei.value.offset <= n, (n, ei.value)
-    for extra in (b"\x00", b"\x01\x02\x03"):
-        with pytest.raises(ProtocolDecodeError, match="trailing") as ei:
-            decode_produce_response(version, payload + extra)
-        assert ei.value.offset == len(payload)
+    # Bytes after the last field (Java and librdkafka read the fields they know and leave
+    # the rest): the same answer, with their count.
+    cid, results, throttle_time_ms, trailing = decode_produce_response(version, payload)
+    assert trailing == 0
+    for extra in (b"\x00", b"\x01\x02\x03", b"\xff" * 300):
+        got = check_decode(version, payload + extra)
+        assert got == (cid, results, throttle_time_ms, len(extra))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("throttle_time_ms", [0, 1, 250, 30_000, 2**31 - 1, -1])
+def test_throttle_time_is_returned(version, throttle_time_ms):
+    """ThrottleTimeMs (KIP-219: from v6 the broker answers before it throttles, and the
+    client must send that connection nothing for that long) at every version, with and
+    without bytes after it."""
+    for shape in ("one", "empty", "rich"):
+        obj = RESPONSE_SHAPES[shape]()
+        obj.throttle_time_ms = throttle_time_ms
+        payload = encode_response(version, obj)
+        assert check_decode(version, payload)[2:] == (throttle_time_ms, 0)
+        assert check_decode(version, payload + b"\x00\x07")[2:] == (throttle_time_ms, 2)
+
+
+def test_golden_throttled_v3_and_v9_responses():
+    v3 = h("00000007"                               # CorrelationId 7
+           "|00000001 0001 74 00000001"             # 1 topic "t", 1 partition
+           "|00000000 0000 0000000000000005"        # Index 0, ErrorCode 0, BaseOffset 5
+           "|ffffffffffffffff"                      # LogAppendTimeMs -1
+           "|000001f4")                             # ThrottleTimeMs 500
+    assert decode_produce_response(3, v3) == (7, [("t", 0, 0, 5, -1, None)], 500, 0)
+    assert decode_produce_response(3, v3 + h("abcd")) == (7, [("t", 0, 0, 5, -1, None)], 500, 2)
+    v9 = h("00000007 00"                            # CorrelationId 7, header tags
+           "|02 02 74 02"                           # 1 topic "t", 1 partition
+           "|00000000 0000 0000000000000005"        # Index 0, ErrorCode 0, BaseOffset 5
+           "|ffffffffffffffff 0000000000000000"     # LogAppendTimeMs -1, LogStartOffset 0
+           "|01 00 00 00"                           # RecordErrors [], ErrorMessage null, tags, topic tags
+           "|000003e8 00")                          # ThrottleTimeMs 1000, body tags
+    assert decode_produce_response(9, v9) == (7, [("t", 0, 0, 5, -1, None)], 1000, 0)
+    assert decode_produce_response(9, v9 + b"\x00") == (7, [("t", 0, 0, 5, -1, None)], 1000, 1)
+    # Cut inside ThrottleTimeMs: still truncated, at its first byte.
+    with pytest.raises(ProtocolDecodeError) as ei:
+        decode_produce_response(9, v9[:-3])
+    assert (ei.value.field, ei.value.offset) == ("ProduceResponse.ThrottleTimeMs", len(v9) - 5)
 
 
 def test_decode_error_names_field_and_offset():
@@ -427,7 +486,7 @@ def test_fuzz_mutations_only_raise_decode_error_and_agree_with_generic(data):
     payload = bytes(payload)
     fast = _outcome(lambda: decode_produce_response(version, payload))
     try:
-        generic = ("ok", flatten(decode_response(PRODUCE, version, payload), version))
+        generic = ("ok", flatten_generic(version, payload))
     except ProtocolError:
         generic = ("error", None)
     if version < 10:
@@ -467,8 +526,8 @@ def test_fast_frames_against_broker(broker):
                     version, cid, txn_client, -1, 10000,
                     [("fast", [(0, batch), (1, memoryview(batch))])])
                 c.sock.sendall(frame)
-                got_cid, results = decode_produce_response(version, c.recv_raw())
-                assert got_cid == cid
+                got_cid, results, throttle_time_ms, trailing = decode_produce_response(version, c.recv_raw())
+                assert (got_cid, throttle_time_ms, trailing) == (cid, 0, 0)
                 assert sorted(r[:3] for r in results) == [("fast", 0, 0), ("fast", 1, 0)], results
                 for _topic, p, _err, base, _lat, msg in results:
                     offsets[p].append(base)

@@ -613,8 +613,9 @@ def _inject_produce_error(producer, code: int, times: int = 1):
         if api_key == PRODUCE and left[0] > 0:
             left[0] -= 1
             # request is the Sender's [(topic, [(partition, batch)])]; answer in
-            # decode_produce_response's shape.
-            callback((0, [(t, part, code, -1, -1, "injected") for t, parts in request for part, _ in parts]), None)
+            # decode_produce_response's shape (no throttle, no trailing bytes).
+            callback((0, [(t, part, code, -1, -1, "injected") for t, parts in request for part, _ in parts], 0, 0),
+                     None)
             return
         return real_send(node_id, api_key, request, callback, now, **kw)
     client.send = send

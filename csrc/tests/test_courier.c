@@ -12,7 +12,9 @@
  * one Produce request with the plan's correlation id, client id, acks and timeout, the batch
  * finished with the plan's producer id, epoch and sequence (CRC valid) and sealed; a
  * transactional plan's request and batch; a response read and settled makes room for the
- * next request, an error response is left to the step; with acks=0 a request is done once
+ * next request, an error response is left to the step, and so is a throttled one
+ * (ThrottleTimeMs > 0), after which nothing more is written to the node, while an
+ * acknowledgement with bytes after its last field is settled; with acks=0 a request is done once
  * written and nothing is read; a compressing plan compresses a batch once, even across a
  * failed send, and drops what it compressed when a step begins meanwhile (gzip, when built
  * with zlib); beside an application that keeps sending, a due batch is written at its
@@ -178,11 +180,12 @@ static void fake_reset(int connected, int sending)
     pthread_mutex_unlock(&fake.mu);
 }
 
-/* The connection receives a Produce v3 response: correlation id, topic "t", partition 2, the
- * error code and base offset. */
-static void fake_respond(int32_t cid, int16_t code, int64_t offset)
+/* With fake.mu held: the connection holds a Produce v3 response for the reader: correlation
+ * id, topic "t", partition 2, the error code and base offset, ThrottleTimeMs, then `extra`
+ * bytes after the last field (a broker of another implementation may add some). */
+static void fake_keep(int32_t cid, int16_t code, int64_t offset, int32_t throttle_ms, size_t extra)
 {
-    uint8_t r[64];
+    uint8_t *r = fake.kept[fake.n_kept];
     size_t n = 0;
 #define PUT32(v) do { uint32_t x_ = (uint32_t)(v); r[n++] = x_ >> 24; r[n++] = x_ >> 16; \
                       r[n++] = x_ >> 8; r[n++] = x_; } while (0)
@@ -194,14 +197,28 @@ static void fake_respond(int32_t cid, int16_t code, int64_t offset)
     r[n++] = (uint8_t)((uint16_t)code >> 8); r[n++] = (uint8_t)code;
     PUT32((uint64_t)offset >> 32); PUT32(offset);
     PUT32(-1); PUT32(-1);                       /* log append time -1 */
-    PUT32(0);                                   /* throttle time */
+    PUT32(throttle_ms);                         /* ThrottleTimeMs */
 #undef PUT32
-    pthread_mutex_lock(&fake.mu);
-    memcpy(fake.kept[fake.n_kept], r, n);
+    for (size_t i = 0; i < extra; i++)
+        r[n++] = 0xEE;
     fake.kept_len[fake.n_kept++] = n;
-    pthread_mutex_unlock(&fake.mu);
+}
+
+/* The connection turns readable. */
+static void fake_readable(void)
+{
     ssize_t w = write(fake.pipe[1], "x", 1);
     (void)w;
+}
+
+/* The connection receives a Produce v3 response: correlation id, topic "t", partition 2, the
+ * error code and base offset (no throttle). */
+static void fake_respond(int32_t cid, int16_t code, int64_t offset)
+{
+    pthread_mutex_lock(&fake.mu);
+    fake_keep(cid, code, offset, 0, 0);
+    pthread_mutex_unlock(&fake.mu);
+    fake_readable();
 }
 
 static int fake_sends(void)
@@ -482,6 +499,74 @@ static void test_reads_and_goes_on(void)
           "the first answered and settled, the second neither");
     CHECK(r[0].answer_us >= r[0].send_us && r[0].send_us > 0 && r[1].answer_us == -1,
           "the answer's read instant ends the first's round trip; the second has none");
+    kp_courier_reset(c);
+    kp_courier_unlock(c);
+    free_with_batches(c, w);
+}
+
+static int node_stopped_unread(kp_courier *c)
+{
+    size_t n;
+    const kp_courier_node *node = kp_courier_nodes(c, &n);
+    return node[0].stopped && !node[0].reads;
+}
+
+/* Room for two requests in flight, three batches due: 77 and 78 go. Their answers arrive
+ * together: 77's acknowledges its batch, with bytes after ThrottleTimeMs (ignored: settled
+ * and dropped); 78's acknowledges its batch too, but asks for a throttle (ThrottleTimeMs
+ * 100): not a plain acknowledgement, so it is the step's (kept, the node stopped, reading
+ * nothing more), since the step must mute the connection that long (KIP-219); and with room
+ * for one more, the courier writes nothing to the node until it is armed again. Then the
+ * same for an answer to the step's own request: throttled, it is kept and stops the node,
+ * which sends nothing although its batch is due. */
+static void test_a_throttled_answer_is_left_to_the_step(void)
+{
+    kp_courier *c = new_with_batches(w_three);
+    kp_batch_writer *w = w_three;
+    arm_plan(c, w, 3, now_us(), NULL, 2, -1);
+    CHECK(wait_requests(c, 2), "the courier did not send two requests");
+    usleep(20000);
+    CHECK(fake_sends() == 2 && be32(fake.frame + 8) == 78, "two requests, window full");
+    pthread_mutex_lock(&fake.mu);       /* both at once: the courier reads them in one go */
+    fake_keep(77, 0, 500, 0, 3);
+    fake_keep(78, 0, 501, 100, 0);
+    pthread_mutex_unlock(&fake.mu);
+    fake_readable();
+    CHECK(wait_for(c, node_stopped_unread), "a throttled answer did not stop the node");
+    usleep(50000);                      /* were it to write the third batch, it would by now */
+    CHECK(fake_sends() == 2 && kp_courier_sent(c) == 2, "wrote %d requests after the throttle",
+          fake_sends());
+    CHECK(fake_get(&fake.n_kept) == 1 && kp_courier_answered(c) == 1,
+          "the acknowledgement with trailing bytes settled and dropped, the throttled one kept "
+          "(%d kept, %llu answered)", fake_get(&fake.n_kept), (unsigned long long)kp_courier_answered(c));
+    size_t nb, nr, nn;
+    kp_courier_lock(c);
+    const kp_courier_batch *b = kp_courier_batches(c, &nb);
+    const kp_courier_request *r = kp_courier_requests(c, &nr);
+    const kp_courier_node *node = kp_courier_nodes(c, &nn);
+    CHECK(nb == 3 && b[0].base_offset == 500 && b[1].base_offset == -1 && b[2].request == -1,
+          "offsets: the first batch's only; the third not sent");
+    CHECK(nr == 2 && r[0].answered && !r[1].answered && node[0].n_answered == 1,
+          "the first request answered, the throttled one left to the step");
+    kp_courier_reset(c);
+    kp_courier_unlock(c);
+    free_with_batches(c, w);
+
+    /* The step's request 76 in flight, room for two: 77 goes; 76's answer is throttled. */
+    c = new_with_batches(w_three);
+    arm_plan(c, w, 3, now_us(), NULL, 2, 76);
+    CHECK(wait_requests(c, 1), "the courier did not send beside the step's request");
+    usleep(20000);
+    CHECK(fake_sends() == 1, "%d requests with room for one beside the step's", fake_sends());
+    pthread_mutex_lock(&fake.mu);
+    fake_keep(76, 0, 499, 1, 0);
+    pthread_mutex_unlock(&fake.mu);
+    fake_readable();
+    CHECK(wait_for(c, node_stopped_unread), "a throttled answer to the step's request did not stop the node");
+    usleep(50000);
+    CHECK(fake_sends() == 1 && fake_get(&fake.n_kept) == 1 && kp_courier_answered(c) == 0,
+          "the step's throttled answer kept, counted as unanswered, nothing more written");
+    kp_courier_lock(c);
     kp_courier_reset(c);
     kp_courier_unlock(c);
     free_with_batches(c, w);
@@ -871,6 +956,7 @@ int main(void)
     test_sent_at_the_deadline();
     test_transactional();
     test_reads_and_goes_on();
+    test_a_throttled_answer_is_left_to_the_step();
     test_acks0();
     test_compressed_once();
     test_a_step_that_begins_owns_the_batch_being_compressed();

@@ -8,10 +8,11 @@
  * Checks: the v3 and v9 request frames byte for byte; a request's size equals what is
  * written and a short buffer is refused; a v9 response with an error message, a record
  * error and tagged fields decodes to its values; every truncation of it fails with a
- * field and an offset inside the input, and trailing bytes fail at the first of them;
- * the UTF-8 check against hand-picked sequences; random mutations of v3/v8/v9/v11
- * responses never read outside the input (the sanitizer run is what sees that) and,
- * when they decode, give results that lie inside it.
+ * field and an offset inside the input, and bytes after its last field are ignored and
+ * counted; ThrottleTimeMs is returned at every version 3-11, with or without bytes after
+ * it, and the optional outputs may be NULL; the UTF-8 check against hand-picked
+ * sequences; random mutations of v3/v8/v9/v11 responses never read outside the input (the
+ * sanitizer run is what sees that) and, when they decode, give results that lie inside it.
  */
 #include "kp_produce.h"
 #include "kp_test.h"
@@ -94,11 +95,13 @@ static void test_response(void)
     size_t len = unhex(RESPONSE_V9, p), n = 0;
     kp_produce_result res[16];
     kp_error err = {0};
-    int32_t cid = 0;
-    kp_status st = kp_produce_response_read(p, len, 9, &cid, res, 16, &n, &err);
+    int32_t cid = 0, throttle = -7;
+    size_t trailing = 99;
+    kp_status st = kp_produce_response_read(p, len, 9, &cid, res, 16, &n, &throttle, &trailing, &err);
     CHECK(st == KP_OK, "v9 decode status %d (%s at %zu)", st, err.field ? err.field : "-", err.offset);
     if (st != KP_OK) return;
     CHECK(cid == 42 && n == 2, "cid %d n %zu", cid, n);
+    CHECK(throttle == 0 && trailing == 0, "throttle %d trailing %zu", (int)throttle, trailing);
     CHECK(res[0].topic_len == 2 && memcmp(p + res[0].topic_off, "tp", 2) == 0, "topic name");
     CHECK(res[0].partition == 0 && res[0].error_code == 0 && res[0].base_offset == 42
           && res[0].log_append_time_ms == 7 && res[0].message_len == -1, "partition 0");
@@ -107,18 +110,30 @@ static void test_response(void)
     /* Every truncation fails with a field, at an offset inside what was given. */
     for (size_t cut = 0; cut < len; cut++) {
         kp_error e = {0};
-        st = kp_produce_response_read(p, cut, 9, &cid, res, 16, &n, &e);
+        st = kp_produce_response_read(p, cut, 9, &cid, res, 16, &n, &throttle, &trailing, &e);
         CHECK(st != KP_OK && e.field != NULL && e.offset <= cut, "cut %zu: status %d offset %zu", cut, st, e.offset);
     }
-    /* Trailing bytes: at the first of them. */
-    p[len] = 0;
-    st = kp_produce_response_read(p, len + 1, 9, &cid, res, 16, &n, &err);
-    CHECK(st == KP_ERR_TRAILING && err.offset == len, "trailing: %d at %zu", st, err.offset);
+    /* Bytes after the last field (the body's tagged fields): ignored and counted, the rest
+     * read as without them. */
+    for (size_t extra = 1; extra <= 3; extra++) {
+        memset(p + len, 0xA5, extra);
+        cid = 0;
+        n = 0;
+        throttle = -7;
+        trailing = 0;
+        st = kp_produce_response_read(p, len + extra, 9, &cid, res, 16, &n, &throttle, &trailing, &err);
+        CHECK(st == KP_OK && cid == 42 && n == 2 && throttle == 0 && trailing == extra
+              && res[1].partition == 3 && res[1].message_len == 3,
+              "%zu trailing: status %d, cid %d, n %zu, trailing %zu", extra, st, (int)cid, n, trailing);
+    }
+    /* The optional outputs may be NULL. */
+    CHECK(kp_produce_response_read(p, len + 1, 9, &cid, res, 16, &n, NULL, NULL, &err) == KP_OK,
+          "NULL throttle and trailing");
     /* A null topic name: the byte after the array count. */
     uint8_t q[256];
     memcpy(q, p, len);
     q[6] = 0;
-    st = kp_produce_response_read(q, len, 9, &cid, res, 16, &n, &err);
+    st = kp_produce_response_read(q, len, 9, &cid, res, 16, &n, NULL, NULL, &err);
     CHECK(st == KP_ERR_NULL && err.offset == 6 && strcmp(err.field, "TopicProduceResponse.Name") == 0,
           "null name: %d %s at %zu", st, err.field, err.offset);
     /* Not UTF-8 in the error message: at its first byte. */
@@ -127,13 +142,80 @@ static void test_response(void)
     for (size_t i = 0; i + 3 <= len; i++)
         if (memcmp(q + i, "bad", 3) == 0) msg = i;
     q[msg + 1] = 0xC0;
-    st = kp_produce_response_read(q, len, 9, &cid, res, 16, &n, &err);
+    st = kp_produce_response_read(q, len, 9, &cid, res, 16, &n, NULL, NULL, &err);
     CHECK(st == KP_ERR_UTF8 && err.offset == msg && strcmp(err.field, "PartitionProduceResponse.ErrorMessage") == 0,
           "utf8: %d at %zu", st, err.offset);
     /* The result array's bound holds: cap len/22 + 1 is enough, fewer is refused. */
-    st = kp_produce_response_read(p, len, 9, &cid, res, 1, &n, &err);
+    st = kp_produce_response_read(p, len, 9, &cid, res, 1, &n, NULL, NULL, &err);
     CHECK(st == KP_ERR_FULL, "cap 1 gave %d", st);
-    CHECK(kp_produce_response_read(p, len, 2, &cid, res, 16, &n, &err) == KP_ERR_INVALID, "v2 accepted");
+    CHECK(kp_produce_response_read(p, len, 2, &cid, res, 16, &n, NULL, NULL, &err) == KP_ERR_INVALID,
+          "v2 accepted");
+}
+
+/* A Produce response of `version` as Kafka lays it out: correlation id 5, topic "t",
+ * partition 1 (error 0, BaseOffset 77, LogAppendTimeMs -1, LogStartOffset 0 from v5,
+ * RecordErrors empty and ErrorMessage null from v8), then ThrottleTimeMs. Its length. */
+static size_t build_response(int version, int32_t throttle, uint8_t *o)
+{
+    int flexible = version >= KP_PRODUCE_FIRST_FLEXIBLE_VERSION;
+    size_t n = 0;
+#define PUT(v, width) do { for (int k_ = (width) - 1; k_ >= 0; k_--) \
+                              o[n++] = (uint8_t)((uint64_t)(v) >> (8 * k_)); } while (0)
+    PUT(5, 4);                                          /* CorrelationId */
+    if (flexible) o[n++] = 0;                           /* header tags */
+    if (flexible) o[n++] = 2; else PUT(1, 4);           /* Responses: 1 */
+    if (flexible) o[n++] = 2; else PUT(1, 2);           /* Name "t" */
+    o[n++] = 't';
+    if (flexible) o[n++] = 2; else PUT(1, 4);           /* PartitionResponses: 1 */
+    PUT(1, 4);                                          /* Index */
+    PUT(0, 2);                                          /* ErrorCode */
+    PUT(77, 8);                                         /* BaseOffset */
+    PUT(-1, 8);                                         /* LogAppendTimeMs */
+    if (version >= 5) PUT(0, 8);                        /* LogStartOffset */
+    if (version == 8) { PUT(0, 4); PUT(-1, 2); }        /* RecordErrors [], ErrorMessage null */
+    if (flexible) { o[n++] = 1; o[n++] = 0; o[n++] = 0; }  /* RecordErrors [], null, tags */
+    if (flexible) o[n++] = 0;                           /* topic tags */
+    PUT(throttle, 4);                                   /* ThrottleTimeMs */
+    if (flexible) o[n++] = 0;                           /* body tags */
+#undef PUT
+    return n;
+}
+
+/* ThrottleTimeMs at every version (KIP-219: the client mutes the connection that long),
+ * with and without bytes after it; a cut inside it is still a truncated ThrottleTimeMs. */
+static void test_throttle_every_version(void)
+{
+    static const int32_t throttles[] = {0, 1, 250, INT32_MAX, -1};
+    for (int version = KP_PRODUCE_MIN_VERSION; version <= KP_PRODUCE_MAX_VERSION; version++) {
+        for (size_t t = 0; t < sizeof throttles / sizeof throttles[0]; t++) {
+            uint8_t p[128];
+            size_t len = build_response(version, throttles[t], p);
+            for (size_t extra = 0; extra <= 2; extra++) {
+                memset(p + len, 0x5A, extra);
+                kp_produce_result res[4];
+                kp_error err = {0};
+                int32_t cid = 0, throttle = -7;
+                size_t n = 0, trailing = 99;
+                kp_status st = kp_produce_response_read(p, len + extra, version, &cid, res, 4, &n,
+                                                        &throttle, &trailing, &err);
+                CHECK(st == KP_OK && cid == 5 && n == 1 && res[0].partition == 1 && res[0].base_offset == 77
+                      && throttle == throttles[t] && trailing == extra,
+                      "v%d throttle %d + %zu bytes: status %d (%s at %zu), throttle %d, trailing %zu",
+                      version, (int)throttles[t], extra, st, err.field ? err.field : "-", err.offset,
+                      (int)throttle, trailing);
+            }
+            /* Cut inside ThrottleTimeMs: no bytes after it to mistake for it. */
+            size_t at = len - 4 - (version >= KP_PRODUCE_FIRST_FLEXIBLE_VERSION);
+            kp_produce_result res[4];
+            kp_error err = {0};
+            int32_t cid = 0;
+            size_t n = 0;
+            kp_status st = kp_produce_response_read(p, at + 2, version, &cid, res, 4, &n, NULL, NULL, &err);
+            CHECK(st == KP_ERR_TRUNCATED && err.offset == at && err.field != NULL
+                  && strcmp(err.field, "ProduceResponse.ThrottleTimeMs") == 0,
+                  "v%d cut in ThrottleTimeMs: status %d at %zu", version, st, err.offset);
+        }
+    }
 }
 
 static void test_utf8(void)
@@ -177,11 +259,14 @@ static void test_mutations(void)
         free(p);
         kp_produce_result res[16];
         size_t n = 0;
-        int32_t cid;
+        int32_t cid, throttle;
+        size_t trailing = 0;
         kp_error err = {0};
         int version = versions[rnd32() % 4];
-        kp_status st = kp_produce_response_read(exact, len, version, &cid, res, len / KP_PRODUCE_MIN_PARTITION_BYTES + 1, &n, &err);
+        kp_status st = kp_produce_response_read(exact, len, version, &cid, res, len / KP_PRODUCE_MIN_PARTITION_BYTES + 1,
+                                                &n, &throttle, &trailing, &err);
         if (st == KP_OK) {
+            CHECK(trailing < len, "round %d: %zu trailing of %zu", round, trailing, len);
             for (size_t i = 0; i < n; i++) {
                 CHECK(res[i].topic_off + res[i].topic_len <= len, "topic outside the input");
                 CHECK(res[i].message_len < 0 || res[i].message_off + (size_t)res[i].message_len <= len,
@@ -198,6 +283,7 @@ int main(void)
 {
     test_requests();
     test_response();
+    test_throttle_every_version();
     test_utf8();
     test_mutations();
     printf("test_produce: %ld checks, %d failures\n", checks, failures);

@@ -43,5 +43,6 @@ cdef extern from "kp_produce.h" nogil:
                                        size_t *written)
     kp_status kp_produce_response_read(const uint8_t *p, size_t len, int version,
                                        int32_t *correlation_id, kp_produce_result *out,
-                                       size_t cap, size_t *n, kp_error *err)
+                                       size_t cap, size_t *n, int32_t *throttle_time_ms,
+                                       size_t *trailing, kp_error *err)
     int kp_utf8_valid(const uint8_t *p, size_t len)

@@ -157,9 +157,13 @@ def encode_produce_request(version, correlation_id, client_id, acks, timeout_ms,
 def decode_produce_response(version, payload):
     """Decode a Produce response payload (header + body, no size prefix).
 
-    Returns ``(correlation_id, [(topic, partition, error_code, base_offset,
-    log_append_time_ms, error_message), ...])`` in wire order; ``error_message`` is None
-    before v8. Everything read is validated; malformed input raises
+    Returns ``(correlation_id, results, throttle_time_ms, trailing)``: ``results`` is
+    ``[(topic, partition, error_code, base_offset, log_append_time_ms, error_message), ...]``
+    in wire order (``error_message`` is None before v8); ``throttle_time_ms`` is the
+    response's ThrottleTimeMs (KIP-219: from v6 the broker answers first, and the client
+    must send that connection nothing for that long); ``trailing`` counts the bytes after the
+    last field this version defines, which are ignored, as Java and librdkafka ignore them.
+    Everything read is validated; truncated or malformed input raises
     :class:`~kproducer.errors.ProtocolDecodeError` with the Kafka field (``.field``) and the
     byte offset where the failing read started (``.offset``).
     """
@@ -168,8 +172,8 @@ def decode_produce_response(version, payload):
     cdef kp_produce_result stack[PRODUCE_STACK_RESULTS]
     cdef kp_produce_result *res = stack
     cdef kp_produce_result *r
-    cdef size_t cap, n = 0, i, topic_off = <size_t>-1
-    cdef int32_t correlation_id = 0
+    cdef size_t cap, n = 0, i, topic_off = <size_t>-1, trailing = 0
+    cdef int32_t correlation_id = 0, throttle_time_ms = 0
     cdef kp_error err
     cdef kp_status st
     cdef const char *p
@@ -181,7 +185,8 @@ def decode_produce_response(version, payload):
             if res == NULL:
                 raise MemoryError(f"ProduceResponse v{ver}: out of memory")
         st = kp_produce_response_read(<const uint8_t *>view.buf, <size_t>view.len, ver,
-                                      &correlation_id, res, cap, &n, &err)
+                                      &correlation_id, res, cap, &n, &throttle_time_ms,
+                                      &trailing, &err)
         if st != KP_OK:
             raise_kp_error(st, &err, f"ProduceResponse v{ver}", ProtocolDecodeError)
         p = <const char *>view.buf
@@ -195,7 +200,7 @@ def decode_produce_response(version, payload):
             message = (None if r.message_len < 0 else
                        PyUnicode_DecodeUTF8(p + r.message_off, <Py_ssize_t>r.message_len, NULL))
             out.append((topic, r.partition, r.error_code, r.base_offset, r.log_append_time_ms, message))
-        return correlation_id, out
+        return correlation_id, out, throttle_time_ms, trailing
     finally:
         PyBuffer_Release(&view)
         if res != stack:

@@ -13,9 +13,12 @@ API::
     frame = encode_produce_request(version, correlation_id, client_id, acks, timeout_ms,
                                    [(topic, [(partition, records_buffer), ...]), ...],
                                    transactional_id=None)
-    correlation_id, results = decode_produce_response(version, payload)
+    correlation_id, results, throttle_time_ms, trailing = decode_produce_response(version, payload)
     # results: [(topic, partition, error_code, base_offset, log_append_time_ms,
     #            error_message), ...] in wire order
+    # throttle_time_ms: ThrottleTimeMs (KIP-219: from v6 the broker answers before it
+    #   throttles, and the client sends that connection nothing for that long)
+    # trailing: how many bytes followed the last field the version defines (ignored)
 
 ``encode_produce_request`` returns the complete frame (4-byte size prefix included) and
 copies each records buffer exactly once. Records may be ``bytes``, ``bytearray``, a
@@ -23,11 +26,14 @@ contiguous ``memoryview``, any object exporting the buffer protocol (kproducer's
 ``ProducerBatch``), or ``None`` (null). A value that cannot be encoded raises
 :class:`~kproducer.errors.ProtocolError` naming the field.
 
-``decode_produce_response`` validates everything it reads: a truncated, inconsistent or
-over-long payload, a null where none is allowed or a string that is not UTF-8 raises
+``decode_produce_response`` validates everything it reads: a truncated or inconsistent
+payload, a null where none is allowed or a string that is not UTF-8 raises
 :class:`~kproducer.errors.ProtocolDecodeError` with the Kafka field name and the byte
-offset (into ``payload``) where the failing read started. Fields outside the 6-tuple
-(LogStartOffset, RecordErrors, ThrottleTimeMs, tagged fields) are checked and skipped.
+offset (into ``payload``) where the failing read started. Fields outside the 6-tuple and
+ThrottleTimeMs (LogStartOffset, RecordErrors, tagged fields) are checked and skipped. Bytes
+after the last field the version defines are no error: as Java and librdkafka do, the
+decoder reads the fields it knows and ignores the rest (brokers of other implementations
+add some), and counts them in ``trailing``.
 """
 
 from __future__ import annotations

@@ -18,7 +18,10 @@ error codes.
 What it checks and what it does not (observed with librdkafka 2.16; ``rdkafka_mock.c``):
 sequence numbers are checked only for transactional producers (an idempotent producer
 without a ``transactional.id`` is not checked: a batch written after an earlier one failed is
-stored out of order, and a resend of a batch it stored is stored again); its Produce answers
+stored out of order, and a resend of a batch it stored is stored again); for a transactional
+producer, a resend it recognises as a duplicate within its window of five moves the sequence
+it expects back, so that a run of resends after it is stored again (its
+``rd_kafka_mock_validate_records`` updates the window for duplicates too); its Produce answers
 carry a ``log_append_time_ms`` of 1234 and a ThrottleTimeMs of 0; the commit and abort
 markers it writes carry a CRC of 0, so a consumer that checks CRCs refuses a transactional
 topic (:meth:`MockCluster.consumer_config`). Read records back with
@@ -126,17 +129,21 @@ class MockCluster:
 
     Every control is a method with a Python name; librdkafka's error codes raise
     :class:`MockClusterError` naming the call and the code. The cluster's own log (librdkafka's
-    ``log_level``, 0-7) goes to stderr; 3 (errors) by default.
+    ``log_level``, 0-7) goes to stderr; 3 (errors) by default; ``debug="mock"`` (with
+    ``log_level=7``) logs what the brokers do with each request.
     """
 
-    def __init__(self, brokers: int = 3, *, log_level: int = 3):
+    def __init__(self, brokers: int = 3, *, log_level: int = 3, debug: str | None = None):
         if not isinstance(brokers, int) or brokers < 1:
             raise ValueError(f"brokers must be a positive int, not {brokers!r}")
         self._lib = lib = _load()
         self.broker_ids = list(range(1, brokers + 1))
         conf = lib.rd_kafka_conf_new()
         err = ctypes.create_string_buffer(512)
-        for key, value in (("log_level", str(log_level)),):
+        settings = [("log_level", str(log_level))]
+        if debug:
+            settings.append(("debug", debug))       # librdkafka's contexts, e.g. "mock"
+        for key, value in settings:
             if lib.rd_kafka_conf_set(conf, key.encode(), value.encode(), err, len(err)) != 0:
                 raise MockClusterError(f"rd_kafka_conf_set({key}={value}): {err.value.decode()}")
         # The handle owns the cluster: it lives as long as the handle.

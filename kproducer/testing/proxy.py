@@ -101,6 +101,7 @@ _STAT_KEYS = (
     "responses_corrupted",    # responses replaced by corrupt_response_every()
     "api_cuts",               # connections reset by cut_on_api()
     "api_answers",            # responses whose error code answer_error() replaced
+    "api_throttles",          # responses whose ThrottleTimeMs throttle_answers() set
 )
 
 # corrupt_response_every() kinds: what replaces the chosen response.
@@ -249,7 +250,8 @@ class _Conn:
         self.responses_for_corrupt = 0  # since corrupt_response_every() was last set
         self.api_of: dict[int, int] = {}   # correlation id -> api key of requests in flight
         self.cut_cids: set[int] = set()    # responses to cut instead of forwarding (cut_on_api)
-        self.rewrite_cids: dict[int, tuple[int, int, int]] = {}   # cid -> (api, version, error code)
+        # cid -> (api, version, error code or None, throttle ms or None): answers to rewrite
+        self.rewrite_cids: dict[int, tuple] = {}
 
 
 class FaultProxy:
@@ -285,6 +287,7 @@ class FaultProxy:
         self._keep_frames: frozenset = frozenset()
         self._api_cut: list | None = None                   # [api_key, on, times]; under _lock
         self._api_answer: list | None = None                # [api_key, error, times]; under _lock
+        self._api_throttle: list | None = None              # [api_key, ms, times]; under _lock
         self._stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
         self._pending_stats: dict[str, int] = {}          # loop thread only
         self._commands: list[tuple[str, threading.Event, list]] = []
@@ -452,6 +455,25 @@ class FaultProxy:
             raise ValueError(f"times must be at least 1, got {times!r}")
         with self._lock:
             self._api_answer = None if api_key is None else [int(api_key), int(error_code), int(times)]
+
+    def throttle_answers(self, api_key: int | None, throttle_ms: int, *, times: int = 1) -> None:
+        """The next ``times`` answers to ``api_key`` requests (Produce) reach the client with
+        ThrottleTimeMs set to ``throttle_ms``, as a broker over a client quota answers
+        (KIP-219: at once, the client waiting out the throttle before its next request on
+        that connection). ``None`` disables."""
+        if times < 1 or throttle_ms < 0:
+            raise ValueError(f"times must be at least 1 and throttle_ms not negative, got "
+                             f"{times!r}, {throttle_ms!r}")
+        with self._lock:
+            self._api_throttle = None if api_key is None else [int(api_key), int(throttle_ms), int(times)]
+
+    def _take_api_throttle(self, api_key: int) -> int | None:
+        with self._lock:
+            a = self._api_throttle
+            if a is None or a[0] != api_key or a[2] <= 0:
+                return None
+            a[2] -= 1
+            return a[1]
 
     def _take_api_answer(self, api_key: int) -> int | None:
         with self._lock:
@@ -969,8 +991,13 @@ class FaultProxy:
                 return None
             rewrite = conn.rewrite_cids.pop(cid, None)
             if rewrite is not None:
-                frame = _with_error_code(frame, *rewrite)
-                self._count("api_answers")
+                api, version, code, throttle_ms = rewrite
+                if code is not None:
+                    frame = _with_error_code(frame, api, version, code)
+                    self._count("api_answers")
+                if throttle_ms is not None:
+                    frame = _with_throttle(frame, api, version, throttle_ms)
+                    self._count("api_throttles")
             return frame
         if len(frame) < 12:
             return frame
@@ -985,9 +1012,10 @@ class FaultProxy:
         if self._take_api_cut(api_key, "response"):
             conn.cut_cids.add(cid)
         code = self._take_api_answer(api_key)
-        if code is not None:
+        throttle_ms = self._take_api_throttle(api_key)
+        if code is not None or throttle_ms is not None:
             version = int.from_bytes(frame[6:8], "big", signed=True)
-            conn.rewrite_cids[cid] = (api_key, version, code)
+            conn.rewrite_cids[cid] = (api_key, version, code, throttle_ms)
         return frame
 
     def _corrupt(self, flow: _Flow, frame: bytes, cfg: _Settings, now: float) -> None:
@@ -1144,6 +1172,24 @@ def _with_error_code(frame: bytes, api_key: int, version: int, code: int) -> byt
     # The body starts with ThrottleTimeMs, then ErrorCode.
     at = r.pos + 4
     return frame[:at] + code.to_bytes(2, "big", signed=True) + frame[at + 2:]
+
+
+def _with_throttle(frame: bytes, api_key: int, version: int, throttle_ms: int) -> bytes:
+    """The response ``frame`` (size prefix included) with its ThrottleTimeMs set (see
+    :meth:`FaultProxy.throttle_answers`): decoded and encoded again."""
+    from kproducer.protocol.messages import RESPONSES, response_header_version
+    from kproducer.protocol.primitives import Reader
+
+    schema = RESPONSES[api_key].SCHEMA
+    r = Reader(frame, 4)
+    r.int32("correlation_id")
+    if response_header_version(api_key, version) >= 1:
+        r.skip_tagged_fields("response header")
+    header = bytes(frame[4:r.pos])
+    body = schema.decode_body(r, version)
+    body.throttle_time_ms = throttle_ms
+    payload = header + schema.encode_body(body, version)
+    return struct.pack(">i", len(payload)) + payload
 
 
 def _unsent_bytes(sock: socket.socket) -> int:

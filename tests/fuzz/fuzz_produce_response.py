@@ -3,8 +3,10 @@
 the generic schema decoder.
 
 Input: byte 0 picks the version (3..11), the rest is the response payload (header + body,
-no size prefix). Only ProtocolDecodeError with a field and byte offset may escape. Below
-v10 both decoders see the same bytes and must give the same outcome; from v10 the generic
+no size prefix). Only ProtocolDecodeError with a field and byte offset may escape. Both
+decoders read the fields they know and leave the bytes after them (counted by the fast
+one), as Java and librdkafka do. Below v10 both decoders see the same bytes and must give
+the same outcome, ThrottleTimeMs and the count of bytes left included; from v10 the generic
 decoder also parses the contents of the CurrentLeader / NodeEndpoints tagged fields,
 which the fast one skips by size, so the generic one may refuse more, never less.
 """
@@ -16,7 +18,8 @@ from _harness import check_error, main, verdict
 
 with atheris.instrument_imports(include=["kproducer"]):
     from kproducer.errors import ProtocolDecodeError
-    from kproducer.protocol import PRODUCE, decode_response
+    from kproducer.protocol import PRODUCE, RESPONSES, Reader
+    from kproducer.protocol.messages import read_response_header
     from kproducer.protocol.produce import (
         MAX_VERSION,
         MIN_VERSION,
@@ -24,11 +27,21 @@ with atheris.instrument_imports(include=["kproducer"]):
     )
 
 
-def flatten(resp, version):
+def generic_decode(version, payload):
+    """The generic decoder, leaving the bytes after the body: (response, their count)."""
+    r = Reader(payload)
+    correlation_id = read_response_header(PRODUCE, version, r)
+    resp = RESPONSES[PRODUCE].SCHEMA.decode_body(r, version, strict=False)
+    resp.correlation_id = correlation_id
+    return resp, r.end - r.pos
+
+
+def flatten(generic, version):
+    resp, trailing = generic
     return resp.correlation_id, [
         (t.name, p.index, p.error_code, p.base_offset, p.log_append_time_ms,
          p.error_message if version >= 8 else None)
-        for t in resp.responses for p in t.partition_responses]
+        for t in resp.responses for p in t.partition_responses], resp.throttle_time_ms, trailing
 
 
 def test_one_input(data: bytes) -> None:
@@ -37,7 +50,7 @@ def test_one_input(data: bytes) -> None:
     version = MIN_VERSION + data[0] % (MAX_VERSION - MIN_VERSION + 1)
     payload = data[1:]
     fast = verdict(decode_produce_response, version, payload, allowed=ProtocolDecodeError)
-    generic = verdict(decode_response, PRODUCE, version, payload, allowed=ProtocolDecodeError)
+    generic = verdict(generic_decode, version, payload, allowed=ProtocolDecodeError)
     if fast[0] == "error":
         check_error(fast[1])
     if generic[0] == "error":
