@@ -49,6 +49,56 @@ def broker():
     b.cleanup()
 
 
+class _MockClusterBroker:
+    """librdkafka's mock cluster of three brokers behind the face of a TansuBroker that the
+    suites use (``bootstrap``, ``create_topic``), for the suites that run on both."""
+
+    kind = "mock-3"
+
+    def __init__(self):
+        from kproducer.testing.mock_cluster import MockCluster
+        self.cluster = MockCluster(3)
+        self.bootstrap = self.cluster.bootstrap
+
+    def create_topic(self, name: str, partitions: int = 1, *, exist_ok: bool = False) -> None:
+        try:
+            self.cluster.create_topic(name, partitions, replication_factor=3)
+        except Exception:
+            if not exist_ok:
+                raise
+
+    def consumer_config(self, *, read_committed: bool = False) -> dict:
+        return self.cluster.consumer_config(read_committed=read_committed)
+
+    def close(self) -> None:
+        self.cluster.close()
+
+
+@pytest.fixture(params=["tansu", "mock-3"])
+def any_broker(request):
+    """The suites that run on both broker implementations: a fresh Tansu broker (one node),
+    then librdkafka's mock cluster (three brokers; kproducer.testing.mock_cluster: at most
+    5 MiB and 100,000 batches kept per partition, so these suites stay below that)."""
+    if request.param == "tansu":
+        b = TansuBroker()
+        b.start()
+        b.kind = "tansu"
+        b.consumer_config = lambda *, read_committed=False: (
+            {"isolation.level": "read_committed"} if read_committed else {})
+        try:
+            yield b
+        finally:
+            b.stop()
+        b.check_log()
+        b.cleanup()
+    else:
+        b = _MockClusterBroker()
+        try:
+            yield b
+        finally:
+            b.close()
+
+
 @pytest.fixture
 def proxied_broker(tmp_path):
     """``(broker, proxy)``: a broker behind a FaultProxy. The broker advertises the proxy's
@@ -71,7 +121,7 @@ BROKER_FILES = {"test_aio.py", "test_bench.py", "test_build.py", "test_end_to_en
                 "test_readback.py", "test_mock_cluster.py", "test_sasl.py", "test_selector.py", "test_selector_tls.py",
                 "test_spark.py", "test_spark_sink.py", "test_tls.py", "test_transactions.py",
                 "test_wheel.py"}
-BROKER_FIXTURES = {"broker", "proxied_broker", "spark"}
+BROKER_FIXTURES = {"broker", "any_broker", "proxied_broker", "spark"}
 # In the other files, a test (or one of its fixtures) that does one of these is a broker test.
 _OUTSIDE_PARTS = ("TansuBroker(", "FaultProxy(", "SaslGateway(", "MockCluster(", "subprocess.", "os.fork(",
                   "SparkSession", "local_session(", "multiprocessing")

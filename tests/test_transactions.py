@@ -37,9 +37,9 @@ def txn_producer(bootstrap, tid, **kw):
     return p
 
 
-def committed_values(bootstrap, topic):
+def committed_values(bootstrap, topic, consumer_config=READ_COMMITTED):
     return {p: [msg.value for msg in msgs] for p, msgs in
-            read_back(bootstrap, topic, consumer_config=READ_COMMITTED, timeout=30).items() if msgs}
+            read_back(bootstrap, topic, consumer_config=consumer_config, timeout=30).items() if msgs}
 
 
 def view_values(view):
@@ -48,7 +48,9 @@ def view_values(view):
 
 # -- commit, abort ------------------------------------------------------------------------
 
-def test_commit_is_atomic_across_partitions_and_topics(broker):
+def test_commit_is_atomic_across_partitions_and_topics(any_broker):
+    broker = any_broker
+    rc = broker.consumer_config(read_committed=True)
     broker.create_topic("ta", 3)
     broker.create_topic("tb", 2)
     p = txn_producer(broker.bootstrap, "commit-1")
@@ -62,14 +64,19 @@ def test_commit_is_atomic_across_partitions_and_topics(broker):
             p.send(topic, value, key=b"k%d" % i, partition=part)
             expect[topic].setdefault(part, []).append(value)
         p.flush(timeout=20)
-        # Sent and acknowledged, not committed: a read_committed reader sees nothing.
+        # Sent and acknowledged, not committed: a read_committed reader sees nothing (on
+        # Tansu; librdkafka's mock shows an open transaction's records to read_committed
+        # readers, confluent-kafka's own as well as kproducer's).
         for topic in ("ta", "tb"):
-            assert all(not vals for vals in committed_values(broker.bootstrap, topic).values())
-            assert sum(len(r) for r in committed_view(broker.bootstrap, topic).open.values()) == \
-                sum(len(vs) for vs in expect[topic].values())
+            if broker.kind == "tansu":
+                assert all(not vals for vals in committed_values(broker.bootstrap, topic, rc).values())
+                assert sum(len(r) for r in committed_view(broker.bootstrap, topic).open.values()) == \
+                    sum(len(vs) for vs in expect[topic].values())
         p.commit_transaction(timeout=20)
         for topic in ("ta", "tb"):
-            assert committed_values(broker.bootstrap, topic) == expect[topic]
+            assert committed_values(broker.bootstrap, topic, rc) == expect[topic]
+            if broker.kind != "tansu":
+                continue        # the log reader below talks to one broker
             view = committed_view(broker.bootstrap, topic)
             assert view_values(view) == expect[topic]
             assert not any(view.open.values()) and not any(view.aborted.values())
