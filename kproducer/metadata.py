@@ -362,6 +362,7 @@ class Metadata:
         self._need_full = True             # nothing known yet
         self._need_partial = False
         self._last_success_ms = 0
+        self._last_answer_ms: Optional[int] = None   # of any update, partial ones too
         self._next_allowed_ms = 0          # no request before this (backoff)
         self._attempts = 0                 # failed refreshes in a row
         self._last_used: Dict[str, int] = {}   # topic -> last add() time
@@ -506,6 +507,7 @@ class Metadata:
             if not partial:
                 self._need_full = False
                 self._last_success_ms = now_ms
+            self._last_answer_ms = now_ms
             self._attempts = 0
             self._next_allowed_ms = now_ms + self.retry_backoff_ms
 
@@ -600,10 +602,12 @@ class Metadata:
             self._version += 1
 
     def failing_for_ms(self, now_ms: int) -> int:
-        """How long refreshes have failed in a row: 0 after a success, else the time since
-        the last success (or since the start)."""
+        """How long refreshes have failed in a row: 0 while the last one succeeded (or none
+        has succeeded yet), else the time since the last that did, partial or full."""
         with self._lock:
-            return 0 if self._attempts == 0 else max(0, now_ms - self._last_success_ms)
+            if self._attempts == 0 or self._last_answer_ms is None:
+                return 0
+            return max(0, now_ms - self._last_answer_ms)
 
     # -- waiting ----------------------------------------------------------------------
     def add_listener(self, fn) -> None:

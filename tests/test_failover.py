@@ -327,3 +327,30 @@ def test_a_throttled_produce_answer_mutes_that_connection_for_the_throttle(proxi
     # waited out the whole throttle from then at least.
     assert next_request_at - throttled_answer_at >= 0.8, (throttled_answer_at, next_request_at)
     assert proxy.stats()["api_throttles"] == 1
+
+
+def test_rebootstrap_when_known_brokers_accept_connections_but_never_answer():
+    # KIP-1102: cluster A's brokers still accept connections but answer nothing in time
+    # (a round trip far past request.timeout.ms), so some known broker can always be
+    # connected to and only metadata.recovery.rebootstrap.trigger.ms brings the producer
+    # back to bootstrap.servers, now in front of cluster B.
+    with MockCluster(2) as a, MockCluster(2) as b:
+        for mc in (a, b):
+            mc.create_topic(TOPIC, partitions=2, replication_factor=2)
+        host, port = a.addresses[1].split(":")
+        with FaultProxy(host, int(port)) as proxy:
+            p = Producer(bootstrap_servers=proxy.bootstrap, request_timeout_ms=400,
+                         delivery_timeout_ms=20000, linger_ms=0,
+                         metadata_recovery_rebootstrap_trigger_ms=1500)
+            try:
+                assert p.send(TOPIC, b"before", key=b"k").result(10).offset == 0
+                host, port = b.addresses[1].split(":")
+                proxy.retarget(host, int(port))
+                proxy.cut_all()
+                a.set_rtt_all(60_000)
+                f = p.send(TOPIC, b"after", key=b"k")
+                assert f.result(18).offset == 0
+                assert p.metrics()["rebootstraps"] == 1
+            finally:
+                p.close(5)
+        assert verify_values(b) == [b"after"]

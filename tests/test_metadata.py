@@ -497,3 +497,39 @@ def test_topic_info_and_partition_info_shapes():
     assert t.partitions == {} and t.topic_id is None
     c = Cluster([Node(1, "h", 1)], [TopicInfo("x", 0, {0: PartitionInfo(0, 1)})], controller_id=1)
     assert c.available_partition_ids("x") == (0,) and c.controller == Node(1, "h", 1)
+
+
+def test_failing_for_counts_from_the_last_answer_partial_ones_too():
+    md = Metadata()
+    assert md.failing_for_ms(10_000) == 0               # nothing answered yet: not failing
+    md.failed_update(10_000)
+    assert md.failing_for_ms(20_000) == 0
+    md.add("t", 20_000)
+    md.update(_cluster_with_topic("t"), 20_000)          # a full refresh
+    md.add("u", 21_000)
+    plan = md.request_plan(21_000)
+    assert plan.partial and plan.topics == ("u",)
+    md.update(_cluster_with_topic("u"), 22_000, request_version=plan.request_version, partial=True)
+    assert md.failing_for_ms(25_000) == 0               # the last refresh succeeded
+    md.failed_update(25_000)
+    md.failed_update(26_000)
+    assert md.failing_for_ms(30_000) == 8_000           # since the partial answer
+    md.update(_cluster_with_topic("t"), 31_000)
+    assert md.failing_for_ms(40_000) == 0
+
+
+def test_rebootstrap_forgets_the_cluster_keeps_the_topics_and_asks_at_once():
+    md = Metadata()
+    md.add("t", 0)
+    md.update(_cluster_with_topic("t"), 1000)
+    version = md.version
+    assert not md.cluster.is_bootstrap and md.time_to_next_update(1001) > 0
+    md.rebootstrap([("boot", 9092)])
+    assert md.cluster.is_bootstrap and md.version == version + 1
+    assert [(n.node_id, n.host, n.port) for n in md.cluster.nodes()] == [(-1, "boot", 9092)]
+    assert md.time_to_next_update(1001) == 0            # no backoff
+    assert md.request_plan(1001).topics == ("t",)         # the topics of interest stay
+
+
+def _cluster_with_topic(name: str) -> Cluster:
+    return Cluster([Node(1, "h", 1)], [TopicInfo(name, 0, {0: PartitionInfo(0, 1)})], controller_id=1)
