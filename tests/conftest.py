@@ -17,6 +17,7 @@ broker fails the test even if the client side looked fine.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 from pathlib import Path
@@ -37,8 +38,10 @@ def pipe():
     os.close(w)
 
 
-@pytest.fixture
-def broker():
+@contextlib.contextmanager
+def _tansu():
+    """A fresh Tansu broker; after it stops, its log is checked (a CRC error or a panic
+    fails the test) and its files removed."""
     b = TansuBroker()
     b.start()
     try:
@@ -47,6 +50,12 @@ def broker():
         b.stop()
     b.check_log()
     b.cleanup()
+
+
+@pytest.fixture
+def broker():
+    with _tansu() as b:
+        yield b
 
 
 class _MockClusterBroker:
@@ -80,17 +89,11 @@ def any_broker(request):
     then librdkafka's mock cluster (three brokers; kproducer.testing.mock_cluster: at most
     5 MiB and 100,000 batches kept per partition, so these suites stay below that)."""
     if request.param == "tansu":
-        b = TansuBroker()
-        b.start()
-        b.kind = "tansu"
-        b.consumer_config = lambda *, read_committed=False: (
-            {"isolation.level": "read_committed"} if read_committed else {})
-        try:
+        with _tansu() as b:
+            b.kind = "tansu"
+            b.consumer_config = lambda *, read_committed=False: (
+                {"isolation.level": "read_committed"} if read_committed else {})
             yield b
-        finally:
-            b.stop()
-        b.check_log()
-        b.cleanup()
     else:
         b = _MockClusterBroker()
         try:

@@ -467,17 +467,12 @@ class FaultProxy:
         with self._lock:
             self._api_throttle = None if api_key is None else [int(api_key), int(throttle_ms), int(times)]
 
-    def _take_api_throttle(self, api_key: int) -> int | None:
+    def _take_api(self, setting: str, api_key: int) -> int | None:
+        """One use of ``answer_error``'s or ``throttle_answers``' setting (its attribute
+        ``setting``, [api key, value, times left]) for a request of ``api_key``: the value,
+        or None when it does not apply."""
         with self._lock:
-            a = self._api_throttle
-            if a is None or a[0] != api_key or a[2] <= 0:
-                return None
-            a[2] -= 1
-            return a[1]
-
-    def _take_api_answer(self, api_key: int) -> int | None:
-        with self._lock:
-            a = self._api_answer
+            a = getattr(self, setting)
             if a is None or a[0] != api_key or a[2] <= 0:
                 return None
             a[2] -= 1
@@ -1011,8 +1006,8 @@ class FaultProxy:
             return None
         if self._take_api_cut(api_key, "response"):
             conn.cut_cids.add(cid)
-        code = self._take_api_answer(api_key)
-        throttle_ms = self._take_api_throttle(api_key)
+        code = self._take_api("_api_answer", api_key)
+        throttle_ms = self._take_api("_api_throttle", api_key)
         if code is not None or throttle_ms is not None:
             version = int.from_bytes(frame[6:8], "big", signed=True)
             conn.rewrite_cids[cid] = (api_key, version, code, throttle_ms)
