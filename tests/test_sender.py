@@ -589,3 +589,88 @@ def test_acks_0_completes_once_written(make_env):
     md = fut.result(0)        # completed by the same step's poll: nothing to wait for
     assert md.offset == -1 and env.sender._acks0_nodes == {0}
     assert not env.client.in_flight
+
+
+# -- order across retries and leader moves (Java's rules; tests/test_failover.py on a cluster) --
+
+def _batch_of(env, partition: int):
+    """Appends a record to ``partition`` and sends its batch in a request of its own."""
+    fut = env.append(partition, b"v%d" % len(env.client.produce_requests()))
+    n = len(env.client.produce_requests())
+    env.step_until(lambda: len(env.client.produce_requests()) == n + 1)
+    return fut, env.client.produce_requests()[-1]
+
+
+def test_a_retry_waits_while_an_earlier_retry_of_its_partition_is_in_flight(make_env):
+    # Two batches of one partition in flight both fail: the first goes again alone; the
+    # second waits until it is answered (a second try that failed again would otherwise be
+    # written after the second batch's).
+    env = make_env()
+    f1, r1 = _batch_of(env, 0)
+    f2, r2 = _batch_of(env, 0)
+    assert (r1.batches[0].base_sequence, r2.batches[0].base_sequence) == (0, 1)
+    env.client.answer_produce({(TOPIC, 0): ErrorCode.NOT_LEADER_OR_FOLLOWER})
+    env.client.answer_produce({(TOPIC, 0): ErrorCode.NOT_LEADER_OR_FOLLOWER})
+    env.step()
+    assert env.sender.stats["retries"] == 2
+    env.clock.sleep(RETRY_BACKOFF_MS * 3)
+    env.step(4)
+    sent = env.client.produce_requests()[2:]
+    assert [r.batches[0].base_sequence for r in sent] == [0], "only the first retry goes"
+    env.client.answer_produce({(TOPIC, 0): ErrorCode.NOT_LEADER_OR_FOLLOWER})   # fails again
+    env.step()
+    env.clock.sleep(RETRY_BACKOFF_MS * 3)
+    env.step(4)
+    assert [r.batches[0].base_sequence for r in env.client.produce_requests()[3:]] == [0]
+    env.client.answer_produce()
+    env.step()
+    env.step_until(lambda: len(env.client.produce_requests()) == 5)
+    assert env.client.produce_requests()[4].batches[0].base_sequence == 1
+    env.client.answer_produce()
+    env.step()
+    assert (f1.result(0).offset, f2.result(0).offset) == (0, 1)
+    assert not env.sender.requeued and not env.sender.muted
+
+
+def test_a_partition_sends_nothing_to_a_new_leader_while_the_old_one_holds_its_batches(make_env):
+    env = make_env()
+    env.client.nodes[1] = ("broker1", 9093)
+    f1, r1 = _batch_of(env, 0)
+    assert r1.node == 0
+    # The metadata now names node 1; the batch in flight to node 0 is not answered yet.
+    moved = Cluster([Node(0, "broker0", 9092), Node(1, "broker1", 9093)],
+                    [TopicInfo(TOPIC, 0, {0: PartitionInfo(0, 1), 1: PartitionInfo(1, 0)})])
+    env.client.cluster = moved
+    env.metadata.request_update()
+    env.clock.sleep(RETRY_BACKOFF_MS)
+    env.step()
+    assert env.metadata.cluster.leader_for(TOPIC, 0).node_id == 1
+    assert (TOPIC, 0) in env.sender.muted
+    f2 = env.append(0, b"later")
+    env.step(3)
+    assert len(env.client.produce_requests()) == 1, "nothing goes to node 1 before node 0 answers"
+    env.client.answer_produce({(TOPIC, 0): ErrorCode.NOT_LEADER_OR_FOLLOWER})
+    env.step()
+    env.clock.sleep(RETRY_BACKOFF_MS * 3)
+    env.step_until(lambda: len(env.client.produce_requests()) == 2)
+    retry = env.client.produce_requests()[1]
+    assert retry.node == 1 and retry.batches[0].base_sequence == 0     # the old batch first
+    env.client.answer_produce()
+    env.step_until(lambda: len(env.client.produce_requests()) == 3)
+    later = env.client.produce_requests()[2]
+    assert later.node == 1 and later.batches[0].base_sequence == 1
+    env.client.answer_produce()
+    env.step()
+    assert (f1.result(0).offset, f2.result(0).offset) == (0, 1)
+
+
+def test_a_lost_node_refreshes_metadata_and_forgets_its_coordinators(make_env):
+    env = make_env()
+    env.sender.coordinator.coordinators[(1, "tx")] = 0
+    env.sender.coordinator.coordinators[(1, "other")] = 5
+    env.metadata.update(env.cluster, env.clock.wall_ms())
+    assert not env.metadata.update_requested()
+    for listener in env.client.node_lost_listeners:
+        listener(0)
+    assert env.metadata.update_requested()
+    assert env.sender.coordinator.coordinators == {(1, "other"): 5}
