@@ -98,7 +98,8 @@ _APP_GRACE_MS = 1
 COUNTERS = ("records_acked", "records_failed", "requests", "batches", "batch_bytes",
             "max_batch_bytes", "retries", "producer_id_resets", "duplicates_on_first_send",
             "steps_by_application", "steps_by_io_thread", "step_wait_us_total",
-            "step_wait_us_max", "requests_by_courier", "responses_by_courier", "rebootstraps")
+            "step_wait_us_max", "requests_by_courier", "responses_by_courier", "rebootstraps",
+            "sequence_violations")
 
 
 class Sender:
@@ -712,6 +713,23 @@ class Sender:
         else:
             del self.requeued[tp]
 
+    def _check_sequence_kept(self, tp, b) -> None:
+        """``b`` was stored while an earlier batch of its partition, refused, waits for its
+        retry: a broker that checks sequences (Kafka, as every idempotent producer expects)
+        refuses ``b`` with OUT_OF_ORDER_SEQUENCE_NUMBER instead. This one stored it, so the
+        retried batch will land after it. Nothing can undo that; it is counted
+        (``sequence_violations``) and logged, as librdkafka reports it (it raises a fatal
+        error: "succeeded when expecting failure")."""
+        seq = b.base_sequence
+        if seq < 0 or not any(0 <= w.base_sequence < seq for w in self.requeued.get(tp, ())):
+            return
+        self.stats["sequence_violations"] += 1
+        if self.stats["sequence_violations"] == 1:
+            log.warning("%s-%s: the broker stored the batch of sequence %d while an earlier one, "
+                        "refused, waits for its retry: it does not check idempotent sequences, "
+                        "and this partition's records are stored out of order (counted in "
+                        "metrics()['sequence_violations'])", tp[0], tp[1], seq)
+
     def _after_responses(self, batches: list) -> None:
         for b in batches:
             tp = (b.topic, b.partition)
@@ -734,6 +752,8 @@ class Sender:
         tp = (b.topic, b.partition)
         if code == 0 or (code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and b.attempts > 0):
             # DUPLICATE_SEQUENCE_NUMBER for a resend: the broker has the batch already.
+            if code == 0 and self.requeued and self.idempotent:
+                self._check_sequence_kept(tp, b)
             self._remove_in_flight(b)
             self._complete(b, base_offset if code == 0 else -1, log_append_time if log_append_time is not None else -1)
             return

@@ -674,3 +674,29 @@ def test_a_lost_node_refreshes_metadata_and_forgets_its_coordinators(make_env):
         listener(0)
     assert env.metadata.update_requested()
     assert env.sender.coordinator.coordinators == {(1, "other"): 5}
+
+
+def test_a_broker_that_stores_past_a_refused_batch_is_reported(make_env, caplog):
+    # A broker that checks sequences refuses the second batch once the first was refused
+    # (OUT_OF_ORDER_SEQUENCE_NUMBER); one that stores it has put the partition out of order,
+    # which nothing can undo: counted and logged (librdkafka raises a fatal error).
+    env = make_env()
+    f1, r1 = _batch_of(env, 0)
+    f2, r2 = _batch_of(env, 0)
+    env.client.answer_produce({(TOPIC, 0): ErrorCode.NOT_LEADER_OR_FOLLOWER})
+    env.client.answer_produce()                       # stored past the refused one
+    with caplog.at_level("WARNING", logger="kproducer"):
+        env.step()
+    assert env.sender.stats["sequence_violations"] == 1
+    assert "does not check idempotent sequences" in caplog.text
+    assert f2.result(0).offset == 0 and not f1.done()
+    env.clock.sleep(RETRY_BACKOFF_MS * 3)
+    env.step_until(lambda: len(env.client.produce_requests()) == 3)
+    env.client.answer_produce()
+    env.step()
+    assert f1.result(0).offset == 1
+    # In order, nothing is reported.
+    f3, _ = _batch_of(env, 0)
+    env.client.answer_produce()
+    env.step()
+    assert f3.result(0).offset == 2 and env.sender.stats["sequence_violations"] == 1
