@@ -74,6 +74,7 @@ from collections import defaultdict
 from kproducer._accumulator import SenderTurn, batch_from_records, courier_codecs
 from kproducer.codec import decode_batch
 from kproducer.coordinator import CoordinatorRequests
+from kproducer.metadata_updater import MetadataUpdater
 from kproducer.errors import KafkaError, KafkaTimeoutError, NetworkError
 from kproducer.backoff import ExponentialBackoff
 from kproducer.clock import SYSTEM_TIME
@@ -128,9 +129,6 @@ class Sender:
         self._need_pid = self.idempotent
         self._pid_in_flight = False
         self._pid_retry_at = 0
-        self._metadata_in_flight = False
-        self._rebootstrap_after_ms = (config.metadata_recovery_rebootstrap_trigger_ms
-                                      if config.metadata_recovery_strategy == "rebootstrap" else None)
         self.next_seq: dict = {}
         self.in_flight: dict = defaultdict(list)       # (topic, partition) -> [batch] in send order
         self.muted: set = set()                         # partitions waiting for in-flight retries
@@ -154,6 +152,8 @@ class Sender:
         self.coordinator = CoordinatorRequests(client, retry_backoff_ms=config.retry_backoff_ms,
                                                retry_backoff_max_ms=config.retry_backoff_max_ms,
                                                time=self.time)
+        self.metadata_updater = MetadataUpdater(config, metadata, client, time=self.time,
+                                                stats=self.stats, on_update=self._on_metadata_update)
         client.node_lost_listeners.append(self._on_node_lost)
         self.transactional_id = config.transactional_id
         self.txn = None
@@ -401,7 +401,7 @@ class Sender:
         if answered:
             now = self.time.mono_ms()
             wall = self.time.wall_ms()
-        cap = self._maybe_update_metadata(now, wall)
+        cap = self.metadata_updater.maybe_update(now, wall)
         muted = self.muted
         if self.txn is not None:
             # Partitions new to the transaction wait for AddPartitionsToTxn, asked for here,
@@ -607,8 +607,7 @@ class Sender:
         refreshed as soon as its backoff allows, since a leader may have moved off that
         broker or the broker may be gone (Java's handleServerDisconnect), and the
         coordinators on it are looked up again."""
-        if node_id >= 0:
-            self.metadata.request_update()
+        self.metadata_updater.node_lost(node_id)
         self.coordinator.node_lost(node_id)
 
     # -- produce -----------------------------------------------------------------------
@@ -941,41 +940,13 @@ class Sender:
 
     # -- metadata ----------------------------------------------------------------------
 
-    def _maybe_update_metadata(self, now: int, wall: int) -> int:
-        """Sends a Metadata request when one is due; returns the longest poll allowed."""
-        if self._metadata_in_flight:
-            return 1 << 30
-        due = self.metadata.time_to_next_update(wall)
-        if due > 0:
-            return due
-        if not self.metadata.cluster.is_bootstrap:
-            self._forget_bootstrap_nodes()
-        node = self.client.least_loaded_node(now)
-        after = self._rebootstrap_after_ms
-        if after is not None and (node is None or self.metadata.failing_for_ms(wall) >= after) \
-                and self._rebootstrap():
-            node = self.client.least_loaded_node(now)
-        if node is None:
-            return max(50, min((self.client.connection_delay(n, now) for n in self.client.nodes), default=50))
-        if not self.client.ready(node, now):
-            return 50
-        plan = self.metadata.request_plan(wall)
-        version = self.client.api_version(node, v.METADATA)
-        req = m.MetadataRequest(topics=[m.MetadataRequestTopic(name=t) for t in plan.topics],
-                                allow_auto_topic_creation=True)
-        self._metadata_in_flight = True
-        self.client.send(node, v.METADATA, req,
-                         lambda resp, err: self._on_metadata(plan, version, resp, err), now)
-        return 1 << 30
-
-    def _forget_bootstrap_nodes(self) -> None:
-        """Once metadata named the brokers, the bootstrap connections (nodes -1, -2, ...)
-        go, as soon as nothing is in flight on them (the one that answered is still
-        answering): afterwards only the brokers the metadata names are asked, until a
-        rebootstrap (metadata.recovery.strategy) brings the bootstrap servers back."""
-        for nid in [n for n in self.client.nodes if n < 0]:
-            if not self.client.in_flight_count(nid):
-                self.client.remove_node(nid)
+    def _on_metadata_update(self, cluster) -> None:
+        """A new snapshot (MetadataUpdater): partitions whose leader moved while batches of
+        theirs are in flight wait for those; the accumulator learns the partition counts."""
+        self._mute_moved_partitions(cluster)
+        for name, info in cluster.topics.items():
+            if info.partitions:
+                self.acc.set_partition_count(name, len(info.partitions), cluster.available_partition_ids(name))
 
     def _mute_moved_partitions(self, cluster) -> None:
         """The partitions whose batches are in flight to a node that no longer leads them
@@ -985,39 +956,3 @@ class Sender:
             leader = cluster.leader_for(tp[0], tp[1])
             if leader is None or leader.node_id != node:
                 self.muted.add(tp)
-
-    def _rebootstrap(self) -> bool:
-        """metadata.recovery.strategy=rebootstrap (KIP-899, KIP-1102): no broker of the last
-        known metadata can be reached (every connection failed and waits out its backoff), or
-        none has answered a metadata request for metadata.recovery.rebootstrap.trigger.ms:
-        the cluster may have been replaced, so the client starts again from
-        bootstrap.servers, as at its start. Not while it is on them already."""
-        if self.metadata.cluster.is_bootstrap:
-            return False
-        addresses = self.config.bootstrap_addresses
-        log.info("no broker of the last known metadata answers: starting again from "
-                 "bootstrap.servers %s (metadata.recovery.strategy=rebootstrap)",
-                 ",".join(f"{h}:{p}" for h, p in addresses))
-        self.metadata.rebootstrap(addresses)
-        for i, (host, port) in enumerate(addresses):
-            self.client.set_node(-(i + 1), host, port)
-        self.stats["rebootstraps"] += 1
-        return True
-
-    def _on_metadata(self, plan, version, resp, err) -> None:
-        self._metadata_in_flight = False
-        wall = self.time.wall_ms()
-        if err is not None:
-            log.debug("metadata request failed: %s", err)
-            self.metadata.failed_update(wall)
-            return
-        cluster = self.metadata.update(resp, wall, request_version=plan.request_version,
-                                       partial=plan.partial, response_version=version)
-        for broker in cluster.nodes():
-            self.client.set_node(broker.node_id, broker.host, broker.port)
-        self._mute_moved_partitions(cluster)
-        if cluster.nodes():
-            self._forget_bootstrap_nodes()
-        for name, info in cluster.topics.items():
-            if info.partitions:
-                self.acc.set_partition_count(name, len(info.partitions), cluster.available_partition_ids(name))
