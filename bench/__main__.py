@@ -11,7 +11,10 @@ encoded before the clock, what the broker takes when the client does no work); t
 recipes) when pyspark is installed; and the encode and CRC-32C microbenchmarks
 (:mod:`bench.micro`); and the asyncio scenario (:mod:`bench.aio`: kproducer's AIOProducer
 against aiokafka and confluent-kafka's asyncio producer, records/s and acknowledgement
-latency). Every producer run is read back and checked record by record: a run
+latency); and on librdkafka's mock cluster of three brokers (:mod:`bench.failover`, whatever
+``--bootstrap-servers`` says) kproducer against confluent-kafka through failover (leaders move,
+a leader's broker goes down and comes back: recovery times) and long round trips (0-500 ms:
+records/s). Every producer run is read back and checked record by record: a run
 that lost or duplicated records is FAILED, not timed, and the exit status is then 1.
 
 Outputs, in ``--output DIR`` (default ``bench-results/<timestamp>``): ``results.md`` (the
@@ -21,12 +24,16 @@ environment) and ``results.png`` (records/s per scenario and client).
     python -m bench [--quick] [--scenarios base,lz4,spark,...] [--bootstrap-servers HOST:PORT]
                     [--output DIR] [--repeat K] [--records N] [--spark-rows N]
 
-The full run takes about 20 minutes on 2 cores; ``--quick`` (a few scenarios, small sizes,
-a tiny Spark run, no repeats) about a minute. Sizes: 1,000,000 records per client for
+The full run takes about 20 minutes on 2 cores (failover and rtt about 4 of them);
+``--quick`` (a few scenarios, small sizes, a tiny Spark run, no repeats, not failover and
+rtt: ``--quick --scenarios failover,rtt`` runs them in a fraction of a second of load and one
+round trip) about a minute. Sizes: 1,000,000 records per client for
 10 B and 100 B values (750,000 for 1 KiB), a tenth of that for the pure-Python kafka-python
 and aiokafka (compared by rate), 2,000,000 Spark rows; every run three times, round-robin
 over the clients, the fastest verified run kept (the machine is shared with the broker, and
-noisy); the latency scenario's rows three times as well, each figure the median of the runs.
+noisy); the latency scenario's rows three times as well, each figure the median of the runs;
+failover: 3 rounds of a 6 s load at 5,000 records/s per client; rtt: 300,000 records of 100 B
+per client and round trip (0, 50, 150, 500 ms), best of 3.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ import datetime
 import os
 import sys
 
-from bench import ceiling, clients, report, runner, scenarios
+from bench import ceiling, clients, failover, report, runner, scenarios
 
 KNOWN_CLIENTS = (*clients.CLIENTS, ceiling.CLIENT)
 
@@ -121,7 +128,23 @@ def main(argv=None) -> int:
                           "aiokafka and confluent-kafka's asyncio producer, 100 B values, keyed, "
                           "every client at its own defaults, tasks awaiting sends on the "
                           "default loop (bench/aio.py)"}}
-                         if scenarios.ASYNCIO in args.names else {})},
+                         if scenarios.ASYNCIO in args.names else {}),
+                      **({scenarios.FAILOVER: {"description": "kproducer vs confluent-kafka on "
+                          "librdkafka's mock cluster of 3 brokers, a topic of 6 partitions: "
+                          f"keyed records at {failover.RATE:,}/s while leaders move and a "
+                          "leader's broker goes down and comes back; recovery per partition "
+                          "(bench/failover.py)",
+                          "settings": {c: failover.shown_settings(c) for c in failover.CLIENTS},
+                          "defaults": failover.DEFAULTS_NOTE}}
+                         if scenarios.FAILOVER in args.names else {}),
+                      **({scenarios.RTT: {"description": "kproducer vs confluent-kafka on "
+                          "librdkafka's mock cluster of 3 brokers answering every request "
+                          f"{', '.join(map(str, sizes.rtt_ms))} ms late: records/s of "
+                          f"{sizes.rtt_records:,} keyed records of {failover.VALUE_SIZE} B "
+                          "(bench/failover.py)",
+                          "settings": {c: failover.shown_settings(c) for c in failover.CLIENTS},
+                          "defaults": failover.DEFAULTS_NOTE}}
+                         if scenarios.RTT in args.names else {})},
         "clients": {c: {"distribution": clients.DISTRIBUTION[c],
                         "version": env["versions"].get(clients.DISTRIBUTION[c]),
                         "defaults_in_force": clients.DEFAULTS_NOTE[c]} for c in clients.CLIENTS},
@@ -133,6 +156,10 @@ def main(argv=None) -> int:
         "latency_summary": report.latency_summary(results["latency"]),
         "asyncio": results["asyncio"],
         "asyncio_summary": report.asyncio_summary(results["asyncio"]),
+        "failover": results["failover"],
+        "failover_summary": report.failover_summary(results["failover"]),
+        "rtt": results["rtt"],
+        "rtt_summary": report.rtt_summary(results["rtt"]),
         "runs": results["runs"],
         "micro": results["micro"],
         "skipped": results["skipped"],
@@ -143,7 +170,11 @@ def main(argv=None) -> int:
               + [{**r, "client": f"{r['client']} at {r['rate']}/s, {r['loop']} loop"}
                  for r in results["latency"] if not r["ok"]]
               + [{**r, "client": f"{r['client']} (repeat {r['rep'] + 1})"}
-                 for r in results["asyncio"] if not r["ok"]])
+                 for r in results["asyncio"] if not r["ok"]]
+              + [{**r, "client": f"{r['client']} (seed {r['seed']})"}
+                 for r in results["failover"] if not r["ok"]]
+              + [{**r, "client": f"{r['client']} at {r['rtt_ms']} ms (repeat {r['rep'] + 1})"}
+                 for r in results["rtt"] if not r["ok"]])
     micro_errors = (results["micro"] or {}).get("errors") or []
     doc["failed"] = ([f"{r['scenario']} / {r['client']}: {r['error']}" for r in failed]
                      + [f"micro: {e}" for e in micro_errors])
@@ -166,6 +197,12 @@ def main(argv=None) -> int:
     if results["asyncio"]:
         print()
         print("\n".join(report.asyncio_table(results["asyncio"])))
+    if results["failover"]:
+        print()
+        print("\n".join(report.failover_tables(results["failover"])))
+    if results["rtt"]:
+        print()
+        print("\n".join(report.rtt_table(results["rtt"])))
     if results["micro"]:
         print()
         print("\n".join(report.micro_tables(results["micro"])))

@@ -6,7 +6,7 @@ import json
 import math
 import statistics
 
-from bench import aio, ceiling, clients, latency, scenarios, spark_recipes
+from bench import aio, ceiling, clients, failover, latency, scenarios, spark_recipes
 
 TABLE_HEADER = ("| scenario | client | records | records/s | MB/s | CPU µs/record | "
                 "peak RSS MiB (over data) | broker CPU µs/record | vs reference |")
@@ -465,6 +465,199 @@ def asyncio_section(rows: list[dict]) -> list[str]:
             f"can reach in it.", ""] + asyncio_table(rows)
 
 
+# ---- the mock cluster's scenarios: failover and rtt ----------------------------------------
+
+FAILOVER_HEADER = ("| faults | recoveries measured | "
+                   + " | ".join(f"{c} p50 / p99 / max ms" for c in failover.CLIENTS)
+                   + f" | {failover.KPRODUCER} / {failover.REFERENCE} p50, p99 |")
+FAILOVER_DELIVERY_HEADER = ("| client | rounds | records sent | acknowledged | failed | never "
+                            "settled | lost | duplicated | out of order | records/s achieved |")
+RTT_HEADER = ("| round trip ms | "
+              + " | ".join(f"{c} records/s" for c in failover.CLIENTS)
+              + f" | {failover.KPRODUCER} / {failover.REFERENCE} | read back: lost / "
+                f"duplicated / out of order |")
+# The failover table's rows: every recovery, then each fault that takes leaders, then the
+# broker-down recoveries counted from the election (what the client controls of them).
+SINCE_ELECT = f"{failover.DOWN}, from the election"
+FAILOVER_ROWS = ("all faults", *failover.RECOVERY_FAULTS, SINCE_ELECT)
+
+
+def quantiles(values: list[float]) -> dict:
+    """count, p50, p99, max and mean (nearest rank, as :func:`bench.latency.percentiles`)."""
+    s = sorted(values)
+    n = len(s)
+    if not n:
+        return {"count": 0, "p50": None, "p99": None, "max": None, "mean": None}
+
+    def rank(q: float) -> float:
+        return s[min(n - 1, max(0, int(q * n + 0.5) - 1))]
+
+    return {"count": n, "p50": rank(0.50), "p99": rank(0.99), "max": s[-1], "mean": sum(s) / n}
+
+
+def failover_summary(rows: list[dict]) -> dict:
+    """Per client (in :data:`bench.failover.CLIENTS` order): the recovery times of every
+    round pooled, over all faults and per fault (:data:`FAILOVER_ROWS`), and the delivery
+    counts summed over the rounds; ``ok`` false when a round FAILED (its figures left out)."""
+    out = {}
+    for client in [c for c in failover.CLIENTS if any(r["client"] == c for r in rows)]:
+        group = [r for r in rows if r["client"] == client]
+        good = [r for r in group if r["ok"]]
+        per = [x for r in good for x in r["per_fault"]]
+        recovery = {"all faults": quantiles([x["recovery_ms"] for x in per])}
+        for name in failover.RECOVERY_FAULTS:
+            recovery[name] = quantiles([x["recovery_ms"] for x in per if x["fault"] == name])
+        recovery[SINCE_ELECT] = quantiles([x["since_elect_ms"] for x in per
+                                           if "since_elect_ms" in x])
+        counts = {k: sum(r.get(k) or 0 for r in group)
+                  for k in ("sent", "acked", "failed", "not_ended", "lost", "duplicated",
+                            "out_of_order", "unknown")}
+        rates = [r["achieved_rate"] for r in good]
+        failed_runs = [r for r in group if not r["ok"]]
+        out[client] = {"ok": not failed_runs, "rounds": len(group),
+                       "error": failed_runs[0]["error"] if failed_runs else None,
+                       "recovery_ms": recovery, **counts,
+                       "achieved_rate": statistics.median(rates) if rates else None,
+                       "settings": group[0].get("settings"), "defaults": group[0].get("defaults")}
+    return out
+
+
+def _qcell(q: dict) -> str:
+    if not q["count"]:
+        return "–"
+    return f"{q['p50']:.0f} / {q['p99']:.0f} / {q['max']:.0f}"
+
+
+def failover_tables(rows: list[dict]) -> list[str]:
+    """The recovery times per fault (rows) and client (columns) with kproducer's over
+    confluent-kafka's (lower is better), then the delivery counts per client."""
+    summary = failover_summary(rows)
+    mine, ref = summary.get(failover.KPRODUCER), summary.get(failover.REFERENCE)
+    lines = [FAILOVER_HEADER, "|---|--:|" + "--:|" * len(failover.CLIENTS) + "--:|"]
+    for name in FAILOVER_ROWS:
+        counts = " / ".join(str(summary[c]["recovery_ms"][name]["count"]) if c in summary
+                            else "–" for c in failover.CLIENTS)
+        cells = []
+        for c in failover.CLIENTS:
+            r = summary.get(c)
+            cells.append("–" if r is None else _qcell(r["recovery_ms"][name]) + (
+                "" if r["ok"] else " (a round FAILED)"))
+        ratio = "–"
+        if mine is not None and ref is not None:
+            a, b = mine["recovery_ms"][name], ref["recovery_ms"][name]
+            if a["count"] and b["count"] and b["p50"] and b["p99"]:
+                ratio = f"{a['p50'] / b['p50']:.2f}×, {a['p99'] / b['p99']:.2f}×"
+        lines.append(f"| {name} | {counts} | {' | '.join(cells)} | {ratio} |")
+    lines += ["", FAILOVER_DELIVERY_HEADER, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for c, r in summary.items():
+        rate = "–" if r["achieved_rate"] is None else f"{r['achieved_rate']:,.0f}"
+        lines.append(f"| {c} | {r['rounds']} | {r['sent']:,} | {r['acked']:,} | {r['failed']:,} | "
+                     f"{r['not_ended']:,} | {r['lost']:,} | {r['duplicated']:,} | "
+                     f"{r['out_of_order']:,} | {rate} |")
+    return lines
+
+
+def rtt_summary(rows: list[dict]) -> list[dict]:
+    """One row per round trip (in run order): per client its verified run with the most
+    records/s (``None`` and the error when a run FAILED) and the range over the runs, and
+    kproducer's records/s over confluent-kafka's."""
+    out = []
+    for rtt in dict.fromkeys(r["rtt_ms"] for r in rows):
+        row = {"rtt_ms": rtt, "clients": {}, "ratio": None}
+        for client in failover.CLIENTS:
+            group = [r for r in rows if r["rtt_ms"] == rtt and r["client"] == client]
+            if not group:
+                continue
+            failed = [r for r in group if not r["ok"]]
+            rates = sorted(r["records_per_s"] for r in group if r["ok"])
+            best = None if failed else max(group, key=lambda r: r["records_per_s"])
+            row["clients"][client] = {
+                "ok": not failed, "error": failed[0]["error"] if failed else None,
+                "repeats": len(group), "records": group[0]["records"],
+                "records_per_s": best["records_per_s"] if best else None,
+                "records_per_s_range": [rates[0], rates[-1]] if rates else None,
+                "seconds": best["seconds"] if best else None,
+                "verify": {k: sum(r["verify"][k] for r in group if r.get("verify"))
+                           for k in ("lost", "duplicated", "out_of_order")}}
+        mine, ref = row["clients"].get(failover.KPRODUCER), row["clients"].get(failover.REFERENCE)
+        if mine and ref and mine["ok"] and ref["ok"]:
+            row["ratio"] = mine["records_per_s"] / ref["records_per_s"]
+        out.append(row)
+    return out
+
+
+def rtt_table(rows: list[dict]) -> list[str]:
+    lines = [RTT_HEADER, "|--:|" + "--:|" * len(failover.CLIENTS) + "--:|--:|"]
+    for row in rtt_summary(rows):
+        cells, checks = [], []
+        for c in failover.CLIENTS:
+            r = row["clients"].get(c)
+            if r is None:
+                cells.append("–")
+                continue
+            if not r["ok"]:
+                cells.append(f"FAILED: {(r['error'] or '')[:80]}")
+            else:
+                lo, hi = r["records_per_s_range"]
+                cells.append(f"{r['records_per_s']:,.0f}"
+                             + (f" ({lo:,.0f}–{hi:,.0f})" if r["repeats"] > 1 else ""))
+            v = r["verify"]
+            checks.append(f"{v['lost']} / {v['duplicated']} / {v['out_of_order']}")
+        ratio = "–" if row["ratio"] is None else f"{row['ratio']:.2f}×"
+        lines.append(f"| {row['rtt_ms']} | {' | '.join(cells)} | {ratio} | "
+                     f"{', '.join(checks)} |")
+    return lines
+
+
+def mock_sections(doc: dict) -> list[str]:
+    """The failover and rtt sections of results.md (each when it ran)."""
+    out = []
+    settings = "; ".join(f"{c}: {failover.DEFAULTS_NOTE[c]}" for c in failover.CLIENTS)
+    given = ", ".join(f"{c} `{failover.settings(c, 'HOST:PORT')}`" for c in failover.CLIENTS)
+    if doc.get("failover"):
+        sizes = doc["parameters"]["sizes"]
+        out += ["", "## Failover (librdkafka's mock cluster)", "",
+                f"Three mock brokers in the client's process, a fresh cluster per run, a topic "
+                f"of {failover.PARTITIONS} partitions (replication {failover.REPLICATION}); "
+                f"`key:seq` records over {failover.KEYS} keys at {failover.RATE:,}/s for "
+                f"{sizes['failover_seconds']:g} s while, at the times of a 6 s load scaled to "
+                f"that: every leader moves (1 s), the broker leading some partitions goes down "
+                f"(2 s) and their leadership moves to the others 0.2 s later, it comes back "
+                f"(3.5 s), every leader moves back to its first broker (4.5 s). Round r uses "
+                f"seed r for both clients (same faults, same times), the clients' order "
+                f"alternating over {doc['parameters']['repeat']} round(s). Recovery: per "
+                f"partition a fault took a leader from, from the last acknowledgement before "
+                f"the mock had applied the change to the first acknowledgement of a record "
+                f"sent after it (kproducer.testing.failover.recovery_ms's measure, made immune "
+                f"to answers already on their way: bench/failover.py), pooled over the rounds; "
+                f"p99 over a few dozen values is about the max. The last row counts the "
+                f"broker-down recoveries from the election instead: what the client adds once "
+                f"a new leader is there. Each run read back (verify: every acknowledged "
+                f"record once, each key's records in the order sent; lost, duplicated, out of "
+                f"order and never settled must be 0). Clients at their defaults, given: "
+                f"{given}. Defaults in force: {settings}.", ""]
+        out += failover_tables(doc["failover"])
+    if doc.get("rtt"):
+        sizes = doc["parameters"]["sizes"]
+        out += ["", "## Long round trips (librdkafka's mock cluster)", "",
+                f"The same cluster and topic, every broker answering every request the round "
+                f"trip late; {sizes['rtt_records']:,} records of {failover.VALUE_SIZE} B values "
+                f"with a key each, sent as fast as each client takes them, then flushed; "
+                f"records/s from the first send to the flush's return, after one acknowledged "
+                f"record per partition (connections, metadata, producer id in place). Best of "
+                f"{doc['parameters']['repeat']} run(s), their range in brackets; a fresh "
+                f"cluster per run. The mock is a functional mock, not a performance reference "
+                f"(its brokers share the client's process and CPUs): over a long round trip the "
+                f"round trip dominates, and what a client keeps in flight per round trip "
+                f"decides its records/s; the 0 ms row only checks that nothing is lost. Read "
+                f"back: the mock keeps the last 5 MiB of a partition, so every partition's "
+                f"stored count is checked against what was sent and the records kept one by "
+                f"one (bench/failover.py, check_read_back). Clients at their defaults, given: "
+                f"{given}.", ""]
+        out += rtt_table(doc["rtt"])
+    return out
+
+
 # ---- text ---------------------------------------------------------------------------------
 
 def _fmt(v, spec, default="–"):
@@ -611,6 +804,7 @@ def markdown(doc: dict) -> str:
         out += ["", "![acknowledgement latency histograms](latency.png)"]
     if doc.get("asyncio"):
         out += asyncio_section(doc["asyncio"])
+    out += mock_sections(doc)
     out += ["", "Scenarios:", ""]
     for name, s in doc["scenarios"].items():
         out.append(f"- `{name}`: {s['description']}")

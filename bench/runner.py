@@ -6,6 +6,8 @@ unless ``--bootstrap-servers`` names a cluster, where each run's topic is create
 AdminClient and deleted after its read-back. Within a scenario every client runs in its own
 process (:mod:`bench.clients`) on its own fresh topic, then the topic is read back
 (:mod:`bench.verify`) before the next client starts, so that reading never overlaps timing.
+The failover and rtt scenarios bring their own cluster: each run starts librdkafka's mock
+cluster in its client's process (:mod:`bench.failover`) and reads it back there, untimed.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import sys
 import time
 import uuid
 
-from bench import aio, ceiling, clients, latency, scenarios, spark_recipes
+from bench import aio, ceiling, clients, failover, latency, scenarios, spark_recipes
 from bench.data import payload_bytes
 from bench.procstat import cpu_seconds
 from bench.verify import check_topic
@@ -448,6 +450,90 @@ def _loop_alone(cluster: Cluster, sizes, rep: int, progress) -> dict:
     return row
 
 
+# ---- the mock cluster's scenarios: failover and rtt ----------------------------------------
+
+def mock_clients(args) -> list[str]:
+    """The installed clients of :mod:`bench.failover`; with ``--clients``, those whose
+    producer client (:data:`bench.failover.USES`) is named."""
+    return [c for c in failover.CLIENTS if installed(failover.DISTRIBUTION[c])
+            and (not args.clients or failover.USES[c] in args.clients)]
+
+
+def _mock_run(spec: dict, row: dict, timeout: float) -> dict | None:
+    """Runs ``python -m bench.failover SPEC`` (its own mock cluster, its read-back) and adds
+    its figures to ``row``; returns them, or None with ``row["error"]`` set."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bench.failover", json.dumps(spec)],
+                              cwd=ROOT, capture_output=True, text=True, check=False,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        row["error"] = f"client process timed out after {exc.timeout:.0f} s"
+        return None
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        # librdkafka logs every connection the mock closes: the traceback is at the end.
+        row["error"] = f"client process exited {proc.returncode}: {proc.stderr.strip()[-1500:]}"
+        return None
+    figures = json.loads(lines[-1])
+    row.update(figures)
+    return figures
+
+
+def failover_runs(names: list[str], seconds: float, repeat: int, progress) -> list[dict]:
+    """``repeat`` rounds, the clients' order alternating from one to the next; round ``r``
+    uses seed ``r`` for every client (the same faults at the same times), each run on a fresh
+    mock cluster in its own process (:func:`bench.failover.run_failover`). A run that lost,
+    duplicated, reordered or never settled a record is FAILED; records that failed with an
+    error are counted, not FAILED."""
+    rows = []
+    for rep in range(repeat):
+        for client in alternating(names, rep):
+            progress.show(f"failover: {client}, {seconds:g} s at {failover.RATE:,}/s, seed {rep}"
+                          + (f" (round {rep + 1})" if repeat > 1 else ""))
+            row = {"scenario": scenarios.FAILOVER, "client": client, "rep": rep, "seed": rep,
+                   "ok": False, "error": None}
+            spec = {"scenario": scenarios.FAILOVER, "client": client, "seconds": seconds,
+                    "seed": rep, "rate": failover.RATE, "keys": failover.KEYS}
+            figures = _mock_run(spec, row, timeout=300 + 10 * seconds)
+            if figures is not None:
+                row["error"] = figures["problems"]
+                row["ok"] = figures["problems"] is None
+            rows.append(row)
+            progress.step()
+            if not row["ok"]:
+                print(f"\nFAILED failover / {client} (seed {rep}): {row['error']}",
+                      file=sys.stderr)
+    return rows
+
+
+def rtt_runs(names: list[str], rtts, records: int, repeat: int, progress) -> list[dict]:
+    """Each round trip of ``rtts``: ``repeat`` rounds back to back, the clients' order
+    alternating from one round to the next, each run on a fresh mock cluster in its own
+    process (:func:`bench.failover.run_rtt`), read back there."""
+    rows = []
+    turn = 0
+    for rtt in rtts:
+        for rep in range(repeat):
+            for client in alternating(names, turn):
+                progress.show(f"rtt: {client}, {rtt} ms, {records:,} records"
+                              + (f" (repeat {rep + 1})" if repeat > 1 else ""))
+                row = {"scenario": scenarios.RTT, "client": client, "rtt_ms": rtt, "rep": rep,
+                       "records": records, "ok": False, "error": None}
+                spec = {"scenario": scenarios.RTT, "client": client, "rtt_ms": rtt,
+                        "records": records, "value_size": failover.VALUE_SIZE}
+                figures = _mock_run(spec, row, timeout=300 + records / 2000)
+                if figures is not None:
+                    row["error"] = (None if figures["verify"]["ok"]
+                                    else f"read-back: {figures['verify']['error']}")
+                    row["ok"] = figures["verify"]["ok"]
+                rows.append(row)
+                progress.step()
+                if not row["ok"]:
+                    print(f"\nFAILED rtt / {client} / {rtt} ms: {row['error']}", file=sys.stderr)
+            turn += 1
+    return rows
+
+
 # ---- the Spark scenario -------------------------------------------------------------------
 
 def spark_runs(cluster: Cluster, rows: int, args) -> list[dict]:
@@ -547,15 +633,24 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
     for c in aio.CLIENTS:
         if scenarios.ASYNCIO in names and not installed(aio.DISTRIBUTION[c]):
             skipped[f"{scenarios.ASYNCIO} / {c}"] = f"{aio.DISTRIBUTION[c]} not installed"
+    mock_names = [n for n in scenarios.MOCK_CLUSTER_NAMES if n in names]
+    on_mock = mock_clients(args) if mock_names else []
+    if mock_names and not installed("confluent-kafka"):
+        # The mock cluster is the librdkafka that confluent-kafka's wheel bundles.
+        for n in mock_names:
+            skipped[n] = "confluent-kafka not installed (the mock cluster is its librdkafka)"
+        on_mock, mock_names = [], []
     cluster = Cluster(args.bootstrap_servers, args.partitions)
     placements = len(latency.PLACEMENTS) if cluster.cpu_split() else 1
     total = (len(plan) * args.repeat + spark_on + (scenarios.MICRO in names)
              + latency_on * placements * args.repeat
              * sum(len(latency.clients_for(loop, latency_clients)) for _, loop in latency.PLAN)
-             + (len(aio_clients) + 1) * args.repeat * bool(aio_clients))
+             + (len(aio_clients) + 1) * args.repeat * bool(aio_clients)
+             + len(on_mock) * args.repeat * ((scenarios.FAILOVER in mock_names)
+                                             + len(sizes.rtt_ms) * (scenarios.RTT in mock_names)))
     progress = Progress(total)
-    results = {"runs": [], "micro": None, "latency": [], "asyncio": [], "skipped": skipped,
-               "broker_errors": {}}
+    results = {"runs": [], "micro": None, "latency": [], "asyncio": [], "failover": [],
+               "rtt": [], "skipped": skipped, "broker_errors": {}}
     started = time.monotonic()
     try:
         if scenarios.MICRO in names:
@@ -585,6 +680,12 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
                                                   progress)
             finally:
                 cluster.end_scenario()
+        if on_mock and scenarios.FAILOVER in mock_names:
+            results["failover"] = failover_runs(on_mock, sizes.failover_seconds, args.repeat,
+                                                progress)
+        if on_mock and scenarios.RTT in mock_names:
+            results["rtt"] = rtt_runs(on_mock, sizes.rtt_ms, sizes.rtt_records, args.repeat,
+                                      progress)
         if spark_on:
             progress.show(f"spark: write_kafka and the confluent recipes, "
                           f"{sizes.spark_rows:,} rows each"

@@ -38,6 +38,14 @@ that keeps the GIL busy and one that sleeps, every client at its defaults: :mod:
 :mod:`bench.aio`), ``spark`` (``kproducer.spark.write_kafka`` against the confluent-kafka
 ``foreachPartition`` and ``mapInPandas`` recipes, when pyspark is installed) and ``micro``
 (the encode and CRC-32C microbenchmarks of :mod:`bench.micro`).
+
+Two more run on librdkafka's mock cluster of three brokers (not the embedded broker, nor a
+cluster given with ``--bootstrap-servers``), kproducer against confluent-kafka, each client at
+its defaults (confluent-kafka with idempotence on, kproducer's default), a fresh cluster per
+run: ``failover`` (keyed records at a steady rate while leaders move and a leader's broker goes
+down and comes back: the recovery time per partition, every record read back) and ``rtt``
+(300,000 records as fast as each client goes with every broker answering 0, 50, 150 or 500 ms
+late: records/s). Both are in the full run only (:mod:`bench.failover`).
 """
 
 from __future__ import annotations
@@ -91,14 +99,21 @@ SPARK = "spark"
 MICRO = "micro"
 LATENCY = "latency"
 ASYNCIO = "asyncio"
-ALL_NAMES = tuple(s.name for s in PRODUCER_SCENARIOS) + (LATENCY, ASYNCIO, SPARK, MICRO)
+FAILOVER = "failover"
+RTT = "rtt"
+ALL_NAMES = (tuple(s.name for s in PRODUCER_SCENARIOS)
+             + (LATENCY, ASYNCIO, FAILOVER, RTT, SPARK, MICRO))
 # Scenarios that are not a producer matrix row (each has its own runner and table).
-SPECIAL_NAMES = (LATENCY, ASYNCIO, SPARK, MICRO)
+SPECIAL_NAMES = (LATENCY, ASYNCIO, FAILOVER, RTT, SPARK, MICRO)
+# Those that run on librdkafka's mock cluster, whatever --bootstrap-servers says.
+MOCK_CLUSTER_NAMES = (FAILOVER, RTT)
 
 # What --quick runs: the base scenario (issue 4's send_many figure), one variation that
 # changes the protocol path (idempotence: InitProducerId, sequence numbers) and one that
 # changes the encoding path (compression), plus short latency runs, a short asyncio run (the
-# records of ``Sizes.records``), a tiny Spark run and the microbenchmarks.
+# records of ``Sizes.records``), a tiny Spark run and the microbenchmarks. Not the mock
+# cluster's failover and rtt scenarios: name them (``--quick --scenarios failover,rtt``: a
+# fraction of a second of load, one round trip).
 QUICK_NAMES = ("base", "defaults", "idempotent", "lz4", LATENCY, ASYNCIO, SPARK, MICRO)
 
 
@@ -113,6 +128,9 @@ class Sizes:
     micro_records: int
     micro_repeat: int
     latency_seconds: float    # per latency run (rate x seconds records)
+    failover_seconds: float   # the failover load's length (its faults' times scale with it)
+    rtt_records: int          # records per rtt run
+    rtt_ms: tuple             # the rtt scenario's round trips (ms)
 
     def for_client(self, scenario: Scenario, slow: bool) -> int:
         n = self.records_1kib if scenario.value_size >= 1024 else self.records
@@ -120,9 +138,11 @@ class Sizes:
 
 
 FULL = Sizes(records=1_000_000, records_1kib=750_000, slow_fraction=0.1, spark_rows=2_000_000,
-             micro_records=200_000, micro_repeat=5, latency_seconds=5.0)
+             micro_records=200_000, micro_repeat=5, latency_seconds=5.0, failover_seconds=6.0,
+             rtt_records=300_000, rtt_ms=(0, 50, 150, 500))
 QUICK = Sizes(records=20_000, records_1kib=15_000, slow_fraction=0.25, spark_rows=20_000,
-              micro_records=10_000, micro_repeat=2, latency_seconds=0.5)
+              micro_records=10_000, micro_repeat=2, latency_seconds=0.5, failover_seconds=0.6,
+              rtt_records=3_000, rtt_ms=(50,))
 
 
 def select(patterns: list[str] | None, quick: bool) -> list[str]:

@@ -145,6 +145,9 @@ class Sender:
         # leader refuses, on a broker that does not check sequences (librdkafka's mock does
         # not, for a producer without a transactional id) as on one that does.
         self.in_flight_node: dict = {}
+        # Partitions whose leader refused a batch as not its leader, until the next metadata
+        # snapshot (_await_new_leader).
+        self.awaiting_leader: set = set()
         self._acks0_nodes: set = set()                  # nodes that received acks=0 records
         self.stats = defaultdict(int, dict.fromkeys(COUNTERS, 0))
         self.fatal_error: Exception | None = None
@@ -729,10 +732,21 @@ class Sender:
                         "and this partition's records are stored out of order (counted in "
                         "metrics()['sequence_violations'])", tp[0], tp[1], seq)
 
+    def _await_new_leader(self, tp) -> None:
+        """``tp``'s leader refused a batch as not (or no longer) its leader: while the
+        metadata still names that node, the partition sends nothing (its retry would be
+        refused again, and wait a doubled backoff after); the next snapshot lifts it
+        (_on_metadata_update), whatever it names."""
+        node = self.in_flight_node.get(tp)
+        leader = self.metadata.cluster.leader_for(tp[0], tp[1])
+        if node is not None and (leader is None or leader.node_id == node):
+            self.awaiting_leader.add(tp)
+            self.muted.add(tp)
+
     def _after_responses(self, batches: list) -> None:
         for b in batches:
             tp = (b.topic, b.partition)
-            if tp in self.muted and not self.in_flight.get(tp):
+            if tp in self.muted and not self.in_flight.get(tp) and tp not in self.awaiting_leader:
                 self.muted.discard(tp)
 
     def _remove_in_flight(self, b) -> None:
@@ -793,6 +807,7 @@ class Sender:
         if is_retriable(code):
             if is_invalid_metadata(code):
                 self.metadata.request_update()
+                self._await_new_leader(tp)
             self._retry_or_fail(b, exc, wall, retriable=True)
             return
         self._remove_in_flight(b)
@@ -941,8 +956,14 @@ class Sender:
     # -- metadata ----------------------------------------------------------------------
 
     def _on_metadata_update(self, cluster) -> None:
-        """A new snapshot (MetadataUpdater): partitions whose leader moved while batches of
-        theirs are in flight wait for those; the accumulator learns the partition counts."""
+        """A new snapshot (MetadataUpdater): partitions that waited for it to name their
+        leader may send; those whose leader moved while batches of theirs are in flight wait
+        for those; the accumulator learns the partition counts."""
+        if self.awaiting_leader:
+            for tp in self.awaiting_leader:
+                if not self.in_flight.get(tp):
+                    self.muted.discard(tp)
+            self.awaiting_leader.clear()
         self._mute_moved_partitions(cluster)
         for name, info in cluster.topics.items():
             if info.partitions:

@@ -14,7 +14,7 @@ from confluent_kafka import Producer as ConfluentProducer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)   # bench/ lives in the checkout, it is not an installed package
 
-from bench import aio, ceiling, clients, latency, report, scenarios, spark_recipes
+from bench import aio, ceiling, clients, failover, latency, report, scenarios, spark_recipes
 from bench.data import make_values
 from bench.verify import check_topic
 
@@ -152,6 +152,112 @@ def test_bench_quick_writes_verified_results(tmp_path):
     assert "kproducer send_many 100B / confluent produce/poll:" in proc.stdout
     assert "Every run verified" in proc.stdout and "FAILED" not in proc.stdout
 
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_bench_failover_and_rtt_on_the_mock_cluster(tmp_path):
+    """The mock cluster's scenarios in their --quick sizes (a 0.6 s load with every fault, one
+    round; 3,000 records at a 50 ms round trip): both clients in each, every run read back
+    with nothing lost, duplicated or out of order, the figures and the tables there. They are
+    in the full run and not in --quick's default list."""
+    assert {scenarios.FAILOVER, scenarios.RTT} <= set(scenarios.ALL_NAMES)
+    assert not {scenarios.FAILOVER, scenarios.RTT} & set(scenarios.QUICK_NAMES)
+    out = tmp_path / "results"
+    argv = ["--quick", "--scenarios", "failover,rtt", "--output", str(out)]
+    proc = subprocess.run([sys.executable, "-m", "bench", *argv], cwd=ROOT, capture_output=True,
+                          text=True, timeout=580, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["ok"] is True and doc["failed"] == []
+    assert doc["command"] == ["python", "-m", "bench", *argv]
+    assert doc["parameters"]["scenarios"] == [scenarios.FAILOVER, scenarios.RTT]
+    assert doc["runs"] == [] and doc["latency"] == [] and doc["asyncio"] == []
+    for name in (scenarios.FAILOVER, scenarios.RTT):
+        described = doc["scenarios"][name]
+        assert described["settings"] == {failover.KPRODUCER: {},
+                                          failover.CONFLUENT: {"enable.idempotence": True}}
+
+    rows = doc["failover"]
+    assert sorted(r["client"] for r in rows) == sorted(failover.CLIENTS)       # one round
+    for r in rows:
+        assert r["ok"] and r["error"] is None and r["problems"] is None, r
+        assert (r["lost"], r["duplicated"], r["out_of_order"], r["not_ended"], r["unknown"]) == (
+            0, 0, 0, 0, 0), r
+        assert r["sent"] > 0 and r["acked"] > 0 and r["acked"] + r["failed"] == r["sent"], r
+        assert r["read"] >= r["acked"], r
+        assert r["settings"] == failover.shown_settings(r["client"]), r
+        # Every fault happened; the ones that take leaders were measured, positive figures.
+        assert all(t["applied_ms"] is not None for t in r["fault_times_ms"].values()), r
+        assert r["recovery_ms"] and all(x > 0 for x in r["recovery_ms"]), r
+        assert {x["fault"] for x in r["per_fault"]} <= set(failover.RECOVERY_FAULTS), r
+        assert all(x["since_fault_ms"] > 0 for x in r["per_fault"]), r
+    # Both rows of a round ran the same faults.
+    assert rows[0]["plan"] == rows[1]["plan"]
+    summary = doc["failover_summary"]
+    assert list(summary) == list(failover.CLIENTS)
+    for client, s in summary.items():
+        q = s["recovery_ms"]["all faults"]
+        assert s["ok"] and q["count"] == len(next(r for r in rows if r["client"] == client)
+                                             ["recovery_ms"]), s
+        assert 0 < q["p50"] <= q["p99"] <= q["max"], s
+        assert s["acked"] > 0 and s["lost"] == s["duplicated"] == s["out_of_order"] == 0, s
+
+    rtt = doc["rtt"]
+    assert sorted((r["rtt_ms"], r["client"]) for r in rtt) == [
+        (50, c) for c in sorted(failover.CLIENTS)]
+    n = doc["parameters"]["sizes"]["rtt_records"]
+    for r in rtt:
+        v = r["verify"]
+        assert r["ok"] and r["error"] is None and v["ok"], r
+        assert (v["lost"], v["duplicated"], v["out_of_order"]) == (0, 0, 0), r
+        # Every partition stored its warm-up record and some of the load.
+        assert v["stored"] == n + failover.PARTITIONS, r
+        assert len(v["per_partition"]) == failover.PARTITIONS, r
+        assert all(c > 1 for c in v["per_partition"].values()), r
+        assert r["records_per_s"] > 0 and r["seconds"] > 0, r
+    (row,) = doc["rtt_summary"]
+    assert row["rtt_ms"] == 50 and set(row["clients"]) == set(failover.CLIENTS)
+    assert row["ratio"] > 0
+
+    md = (out / "results.md").read_text()
+    for header in (report.FAILOVER_HEADER, report.FAILOVER_DELIVERY_HEADER, report.RTT_HEADER):
+        assert header in md and header in proc.stdout
+    assert "## Failover (librdkafka's mock cluster)" in md
+    assert "## Long round trips (librdkafka's mock cluster)" in md
+    assert "| all faults |" in md and "| 50 |" in md
+
+
+def test_the_failover_plan_is_the_same_for_a_seed_and_moves_what_it_says():
+    """Round r's faults (seed r) are the same for both clients; each event's partitions are
+    those whose leader it takes (a move: a leader that changes; the broker going down: the
+    partitions it leads); the last move gives every partition back to its first broker; the
+    times are a 6 s load's, scaled."""
+    for seed in range(20):
+        plan = failover.fault_plan(seed, 6.0)
+        assert plan == failover.fault_plan(seed, 6.0)
+        events = {e["name"]: e for e in plan["events"]}
+        assert [e["name"] for e in plan["events"]] == [
+            failover.MOVE, failover.DOWN, failover.ELECT, failover.UP, failover.MOVE_BACK]
+        initial = plan["initial"]
+        move, down = events[failover.MOVE], events[failover.DOWN]
+        assert move["partitions"] == list(range(failover.PARTITIONS))   # every leader moves
+        assert all(a != b for a, b in zip(initial, move["leaders"]))
+        victim = plan["victim"]
+        assert down["down"] == victim and down["partitions"]
+        assert down["partitions"] == [p for p, b in enumerate(move["leaders"]) if b == victim]
+        elected = events[failover.ELECT]["leaders"]
+        assert victim not in elected
+        assert events[failover.UP]["up"] == victim
+        back = events[failover.MOVE_BACK]
+        assert back["leaders"] == initial
+        assert back["partitions"] == [p for p in range(failover.PARTITIONS)
+                                      if elected[p] != initial[p]]
+        assert [e["at_s"] for e in plan["events"]] == [1.0, 2.0, 2.2, 3.5, 4.5]
+        assert [e["at_s"] for e in failover.fault_plan(seed, 0.6)["events"]] == pytest.approx(
+            [0.1, 0.2, 0.22, 0.35, 0.45])
+    assert len({failover.fault_plan(s)["victim"] for s in range(20)}) == 3
 
 def test_verify_reports_lost_duplicated_and_stray_records(broker):
     values = make_values(50, 30)

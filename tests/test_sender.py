@@ -89,6 +89,7 @@ class MockClient:
         self.selector = _PipeSelector(self._rfd)
         self.wakeups = 0
         self.node_lost_listeners: list = []     # called by lose_node()
+        self.hold_metadata = False              # Metadata requests stay unanswered while set
 
     # -- what tests script and read --
     def produce_requests(self) -> list:
@@ -117,6 +118,8 @@ class MockClient:
 
     def _auto_answer(self, req):
         if req.api_key == v.METADATA:
+            if self.hold_metadata:
+                return None                 # in flight until released
             return self.cluster, None       # Metadata.update takes a Cluster as well
         if req.api_key == v.INIT_PRODUCER_ID:
             return InitProducerIdResponse(error_code=0, producer_id=next(self.pids), producer_epoch=0), None
@@ -700,3 +703,24 @@ def test_a_broker_that_stores_past_a_refused_batch_is_reported(make_env, caplog)
     env.client.answer_produce()
     env.step()
     assert f3.result(0).offset == 2 and env.sender.stats["sequence_violations"] == 1
+
+
+def test_a_partition_whose_leader_refused_it_waits_for_the_next_metadata(make_env):
+    # NOT_LEADER_OR_FOLLOWER: sent again to the same node the retry would be refused again
+    # (and wait a doubled backoff): it waits for the snapshot that names the leader.
+    env = make_env()
+    env.client.hold_metadata = True
+    fut, first = _batch_of(env, 0)
+    env.client.answer_produce({(TOPIC, 0): ErrorCode.NOT_LEADER_OR_FOLLOWER})
+    env.step()
+    assert (TOPIC, 0) in env.sender.awaiting_leader
+    env.clock.sleep(RETRY_BACKOFF_MS * 5)                # the retry's backoff is long over
+    env.step(4)
+    assert len(env.client.produce_requests()) == 1, "sent again before the metadata came"
+    assert [r.api_key for r in env.client.in_flight] == [v.METADATA]
+    env.client.hold_metadata = False
+    env.step_until(lambda: len(env.client.produce_requests()) == 2)
+    assert not env.sender.awaiting_leader
+    env.client.answer_produce()
+    env.step()
+    assert fut.result(0).offset == 0

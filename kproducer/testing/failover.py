@@ -222,11 +222,14 @@ def verify(bootstrap: str, topic: str, records: Sequence[Sent], *, timeout: floa
 
 def recovery_ms(records: Sequence[Sent], faults: Sequence[Fault]) -> list[float]:
     """For each fault that took leaders from partitions and each such partition: the time
-    from the last acknowledgement there before the fault to the first after it, in ms."""
+    from the last acknowledgement there before the fault to the first acknowledgement of a
+    record sent after it, in ms. (An acknowledgement that comes just after the fault may be
+    for a record the broker stored before it: counted, it makes a client look recovered
+    while nothing sent since is acknowledged.)"""
     acks: dict = {}
     for r in records:
         if r.error is None and r.done_at is not None:
-            acks.setdefault(r.partition, []).append(r.done_at)
+            acks.setdefault(r.partition, []).append((r.done_at, r.sent_at))
     for times in acks.values():
         times.sort()
     out = []
@@ -235,8 +238,8 @@ def recovery_ms(records: Sequence[Sent], faults: Sequence[Fault]) -> list[float]
             continue
         for p in f.partitions:
             times = acks.get(p, [])
-            before = [t for t in times if t <= f.happened_at]
-            after = [t for t in times if t > f.happened_at]
+            before = [done for done, _ in times if done <= f.happened_at]
+            after = [done for done, sent in times if sent > f.happened_at]
             if before and after:
                 out.append((after[0] - before[-1]) * 1000.0)
     return out
