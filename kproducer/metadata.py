@@ -590,6 +590,45 @@ class Metadata:
             self._cluster = Cluster.bootstrap(addresses)
             self._need_full = True
 
+    def update_leaders(self, leaders: Mapping[Tuple[str, int], Tuple[int, int]],
+                       endpoints: Optional[Mapping[int, Tuple[str, int]]] = None) -> bool:
+        """KIP-951 (Java's ``updatePartitionLeadership``): a Produce answer named the new
+        leaders, ``{(topic, partition): (leader id, leader epoch)}``, and the addresses of
+        brokers the client may not know, ``{node id: (host, port)}``. A partition takes its
+        new leader when the epoch is newer than the one known and the leader's address is
+        known; the snapshot is replaced (the version moves on, so what is cached per version
+        is read again). Returns whether anything changed. The refresh already asked for
+        confirms it."""
+        with self._lock:
+            old = self._cluster
+            if old.is_bootstrap:
+                return False
+            brokers = dict(old.brokers)
+            for node_id, (host, port) in (endpoints or {}).items():
+                if node_id not in brokers:
+                    brokers[node_id] = Node(node_id, host, port)
+            epochs = self._last_epochs
+            changed: Dict[str, Dict[int, PartitionInfo]] = {}
+            for (topic, idx), (leader, epoch) in leaders.items():
+                ti = old.topics.get(topic)
+                p = ti.partitions.get(idx) if ti is not None else None
+                if p is None or leader < 0 or leader not in brokers or p.leader == leader:
+                    continue
+                if epoch < 0 or epoch <= max(p.leader_epoch, epochs.get((topic, idx), -1)):
+                    continue
+                changed.setdefault(topic, dict(ti.partitions))[idx] = p._replace(leader=leader,
+                                                                                 leader_epoch=epoch)
+                epochs[(topic, idx)] = epoch
+            if not changed:
+                return False
+            topics = [ti._replace(partitions=MappingProxyType(changed[name])) if name in changed
+                      else ti for name, ti in old.topics.items()]
+            self._cluster = Cluster(brokers.values(), topics, controller_id=old.controller_id,
+                                    cluster_id=old.cluster_id)
+            self._version += 1
+            self._wake_locked()
+            return True
+
     def rebootstrap(self, addresses: Iterable[Tuple[str, int]]) -> None:
         """KIP-899: no broker of the current snapshot can be reached; start again from the
         bootstrap servers, now (no backoff). The topics of interest stay; their partitions

@@ -679,6 +679,8 @@ class Sender:
         wall = self.time.wall_ms()
         if resp is not None and len(resp) > 2:
             self.client.produce_answered(node, resp[2], resp[3])
+            if len(resp) > 4 and resp[4]:
+                self._leaders_named(resp[4], resp[5])
         if err is not None:
             # Connection lost, request timed out: every batch of the request is retriable.
             for b in batches:
@@ -732,16 +734,19 @@ class Sender:
                         "and this partition's records are stored out of order (counted in "
                         "metrics()['sequence_violations'])", tp[0], tp[1], seq)
 
-    def _await_new_leader(self, tp) -> None:
+    def _await_new_leader(self, tp) -> bool:
         """``tp``'s leader refused a batch as not (or no longer) its leader: while the
         metadata still names that node, the partition sends nothing (its retry would be
         refused again, and wait a doubled backoff after); the next snapshot lifts it
-        (_on_metadata_update), whatever it names."""
+        (_on_metadata_update), whatever it names. False when the metadata names another
+        leader already (the answer said which: KIP-951)."""
         node = self.in_flight_node.get(tp)
         leader = self.metadata.cluster.leader_for(tp[0], tp[1])
-        if node is not None and (leader is None or leader.node_id == node):
-            self.awaiting_leader.add(tp)
-            self.muted.add(tp)
+        if leader is not None and node is not None and leader.node_id != node:
+            return False
+        self.awaiting_leader.add(tp)
+        self.muted.add(tp)
+        return True
 
     def _after_responses(self, batches: list) -> None:
         for b in batches:
@@ -807,13 +812,18 @@ class Sender:
         if is_retriable(code):
             if is_invalid_metadata(code):
                 self.metadata.request_update()
-                self._await_new_leader(tp)
+                if not self._await_new_leader(tp):
+                    # The answer named the new leader (KIP-951): no backoff, as Java's
+                    # RecordAccumulator.shouldBackoff when the leader changed.
+                    self._retry_or_fail(b, exc, wall, retriable=True, backoff=False)
+                    return
             self._retry_or_fail(b, exc, wall, retriable=True)
             return
         self._remove_in_flight(b)
         self._fail(b, exc, wall)
 
-    def _retry_or_fail(self, b, exc, wall: int, *, retriable: bool) -> None:
+    def _retry_or_fail(self, b, exc, wall: int, *, retriable: bool, backoff: bool = True) -> None:
+        """``backoff`` False: the retry may go at once (its partition has a new leader)."""
         self._remove_in_flight(b)
         tp = (b.topic, b.partition)
         if isinstance(exc, NetworkError) or isinstance(exc, KafkaTimeoutError):
@@ -824,7 +834,7 @@ class Sender:
             log.debug("retrying %r after %s", b, exc)
             self.muted.add(tp)
             self.requeued.setdefault(tp, set()).add(b)
-            self.acc.reenqueue(b, wall, self.retry_backoff.backoff(b.attempts))
+            self.acc.reenqueue(b, wall, self.retry_backoff.backoff(b.attempts) if backoff else 0)
             return
         self._fail(b, exc, wall)
 
@@ -955,15 +965,27 @@ class Sender:
 
     # -- metadata ----------------------------------------------------------------------
 
-    def _on_metadata_update(self, cluster) -> None:
-        """A new snapshot (MetadataUpdater): partitions that waited for it to name their
-        leader may send; those whose leader moved while batches of theirs are in flight wait
+    def _leaders_named(self, leaders: dict, endpoints) -> None:
+        """A Produce answer named new leaders (KIP-951: with NOT_LEADER_OR_FOLLOWER, the
+        leader and its address): the metadata takes them now, without waiting for the
+        refresh asked for (which confirms them), and the retries go there."""
+        if self.metadata.update_leaders(leaders, endpoints):
+            for node_id, (host, port) in (endpoints or {}).items():
+                if node_id not in self.client.nodes:
+                    self.client.set_node(node_id, host, port)
+            self._on_metadata_update(self.metadata.cluster, named=leaders)
+
+    def _on_metadata_update(self, cluster, named=None) -> None:
+        """A new snapshot (MetadataUpdater, or leaders a Produce answer ``named``): partitions
+        that waited for it to name their leader may send; those whose leader moved while batches of theirs are in flight wait
         for those; the accumulator learns the partition counts."""
         if self.awaiting_leader:
-            for tp in self.awaiting_leader:
+            # A refresh names every leader; a Produce answer (``named``) only some.
+            lifted = self.awaiting_leader if named is None else self.awaiting_leader & named.keys()
+            for tp in lifted:
                 if not self.in_flight.get(tp):
                     self.muted.discard(tp)
-            self.awaiting_leader.clear()
+            self.awaiting_leader -= set(lifted)
         self._mute_moved_partitions(cluster)
         for name, info in cluster.topics.items():
             if info.partitions:

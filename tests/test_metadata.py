@@ -533,3 +533,21 @@ def test_rebootstrap_forgets_the_cluster_keeps_the_topics_and_asks_at_once():
 
 def _cluster_with_topic(name: str) -> Cluster:
     return Cluster([Node(1, "h", 1)], [TopicInfo(name, 0, {0: PartitionInfo(0, 1)})], controller_id=1)
+
+
+def test_leaders_named_by_a_produce_answer_take_over_when_their_epoch_is_newer():
+    md = Metadata()
+    assert not md.update_leaders({("t", 0): (2, 9)})    # the bootstrap snapshot: nothing
+    md.add("t", 0)
+    md.update(Cluster([Node(1, "h1", 1)], [TopicInfo("t", 0, {0: PartitionInfo(0, 1, 5),
+                                                              1: PartitionInfo(1, 1, 5)})]), 0)
+    version = md.version
+    assert not md.update_leaders({("t", 0): (2, 6)})    # node 2 unknown, no address given
+    assert not md.update_leaders({("t", 0): (1, 9)})    # the leader it has already
+    assert md.update_leaders({("t", 0): (2, 6), ("t", 1): (2, 5), ("u", 0): (2, 9)},
+                             {2: ("h2", 2)})
+    c = md.cluster
+    assert md.version == version + 1
+    assert (c.leader_for("t", 0), c.partitions_for("t")[0].leader_epoch) == (Node(2, "h2", 2), 6)
+    assert c.leader_for("t", 1).node_id == 1            # epoch 5 is not newer
+    assert not md.update_leaders({("t", 0): (1, 6)})    # not newer than 6 either

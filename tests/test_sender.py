@@ -90,6 +90,7 @@ class MockClient:
         self.wakeups = 0
         self.node_lost_listeners: list = []     # called by lose_node()
         self.hold_metadata = False              # Metadata requests stay unanswered while set
+        self.throttles: list = []               # (node, throttle ms) of Produce answers
 
     # -- what tests script and read --
     def produce_requests(self) -> list:
@@ -156,6 +157,9 @@ class MockClient:
 
     def remove_node(self, node: int) -> None:
         self.nodes.pop(node, None)
+
+    def produce_answered(self, node: int, throttle_ms: int, trailing: int) -> None:
+        self.throttles.append((node, throttle_ms))
 
     def take_auth_failures(self) -> list:
         out, self.auth_failures = self.auth_failures, []
@@ -721,6 +725,29 @@ def test_a_partition_whose_leader_refused_it_waits_for_the_next_metadata(make_en
     env.client.hold_metadata = False
     env.step_until(lambda: len(env.client.produce_requests()) == 2)
     assert not env.sender.awaiting_leader
+    env.client.answer_produce()
+    env.step()
+    assert fut.result(0).offset == 0
+
+
+def test_a_refusal_that_names_the_new_leader_is_retried_there_at_once(make_env):
+    # KIP-951: NOT_LEADER_OR_FOLLOWER with the partition's new leader and its address: the
+    # retry goes to it without a backoff and without waiting for the refresh.
+    env = make_env()
+    env.client.hold_metadata = True
+    env.client.nodes[1] = ("broker1", 9093)
+    fut, first = _batch_of(env, 0)
+
+    def answer(req):
+        parts = [(TOPIC, 0, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1, -1, None)]
+        return (req.correlation_id, parts, 0, 0, {(TOPIC, 0): (1, 7)}, {1: ("broker1", 9093)}), None
+    env.client._answers.append((v.PRODUCE, answer))
+    env.step()
+    assert env.metadata.cluster.leader_for(TOPIC, 0).node_id == 1
+    assert not env.sender.awaiting_leader
+    env.step_until(lambda: len(env.client.produce_requests()) == 2)   # no backoff waited
+    retry = env.client.produce_requests()[1]
+    assert retry.node == 1 and retry.batches[0].base_sequence == 0
     env.client.answer_produce()
     env.step()
     assert fut.result(0).offset == 0
