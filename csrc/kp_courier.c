@@ -339,7 +339,7 @@ static int produce_ok(kp_courier *c, const uint8_t *frame, size_t len, int versi
     int32_t got = 0, throttle_ms = 0;
     kp_error err;
     if (kp_produce_response_read(frame, len, version, &got, c->results, cap, n, &throttle_ms, NULL,
-                                 &err) != KP_OK ||
+                                 NULL, &err) != KP_OK ||
         got != cid || throttle_ms > 0)
         return 0;
     for (size_t k = 0; k < *n; k++)

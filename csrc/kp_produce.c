@@ -237,8 +237,16 @@ static kp_status rd_string(reader *r, int nullable, const char *field, size_t *o
     return KP_OK;
 }
 
-/* A tagged-field section: every field is skipped by its size (none is read here). */
-static kp_status skip_tags(reader *r, const char *field)
+/* Reads tag 0's value from the window [r->pos, r->pos + size) that read_tags sets as
+ * r->len; `into` is where it goes. */
+typedef kp_status (*tag0_reader)(reader *r, void *into);
+
+/* A tagged-field section (`field` names it in errors). With read0, tag 0 is a field this
+ * version defines (`tag0_field`): it is read from its own window and must fill it, and a
+ * window past the end is reported under its name. Every other tag is skipped by its size.
+ * A repeated tag 0 is read again and the last one stands, as in the generic decoder. */
+static kp_status read_tags(reader *r, const char *field, const char *tag0_field,
+                           tag0_reader read0, void *into)
 {
     if (KP_LIKELY(r->pos < r->len && r->p[r->pos] == 0)) {
         r->pos++;
@@ -246,16 +254,92 @@ static kp_status skip_tags(reader *r, const char *field)
     }
     uint64_t count, tag, size;
     kp_status st = rd_uvarint(r, field, &count);
+    /* Terminates: every tag takes at least two bytes, or the read fails. */
     for (uint64_t i = 0; st == KP_OK && i < count; i++) {
         st = rd_uvarint(r, field, &tag);
         if (st != KP_OK) break;
         size_t start = r->pos;
         st = rd_uvarint(r, field, &size);
         if (st != KP_OK) break;
-        if (size > r->len - r->pos) return kp_fail(r->err, KP_ERR_TRUNCATED, field, start, (int64_t)size);
-        r->pos += (size_t)size;
+        int known = tag == 0 && read0 != NULL;
+        if (size > r->len - r->pos)
+            return kp_fail(r->err, KP_ERR_TRUNCATED, known ? tag0_field : field, start, (int64_t)size);
+        if (!known) {
+            r->pos += (size_t)size;
+            continue;
+        }
+        size_t end = r->pos + (size_t)size, outer = r->len;
+        r->len = end;
+        st = read0(r, into);
+        r->len = outer;
+        if (st == KP_OK && r->pos != end)
+            st = kp_fail(r->err, KP_ERR_TRAILING, tag0_field, r->pos, (int64_t)(end - r->pos));
     }
     return st;
+}
+
+/* A tagged-field section of which this version defines no tag. */
+static kp_status skip_tags(reader *r, const char *field)
+{
+    return read_tags(r, field, NULL, NULL, NULL);
+}
+
+/* An int32 at r->pos (fixed width in every version). */
+static kp_status rd_int32(reader *r, const char *field, int32_t *v)
+{
+    if (KP_UNLIKELY(r->len - r->pos < 4)) return kp_fail(r->err, KP_ERR_TRUNCATED, field, r->pos, 4);
+    *v = (int32_t)kp_load_be32(r->p + r->pos);
+    r->pos += 4;
+    return KP_OK;
+}
+
+/* PartitionProduceResponse.CurrentLeader (v10+, tag 0): a LeaderIdAndEpoch. */
+static kp_status read_current_leader(reader *r, void *into)
+{
+    kp_produce_result *res = into;
+    int32_t id, epoch;
+    kp_status st = rd_int32(r, "LeaderIdAndEpoch.LeaderId", &id);
+    if (st == KP_OK) st = rd_int32(r, "LeaderIdAndEpoch.LeaderEpoch", &epoch);
+    if (st == KP_OK) st = skip_tags(r, "LeaderIdAndEpoch._tagged_fields");
+    if (st != KP_OK) return st;
+    res->current_leader_id = id;
+    res->current_leader_epoch = epoch;
+    return KP_OK;
+}
+
+/* Where ProduceResponse.NodeEndpoints go: out NULL to validate and locate them only. */
+typedef struct endpoints_into {
+    kp_produce_endpoint *out;
+    size_t cap;
+    kp_produce_endpoints where;
+} endpoints_into;
+
+/* ProduceResponse.NodeEndpoints (v10+, tag 0): []NodeEndpoint, the whole window. */
+static kp_status read_node_endpoints(reader *r, void *into)
+{
+    endpoints_into *e = into;
+    size_t start = r->pos;
+    int64_t count;
+    kp_status st = rd_array_count(r, KP_PRODUCE_MIN_ENDPOINT_BYTES, "ProduceResponse.NodeEndpoints", &count);
+    if (st != KP_OK) return st;
+    if (e->out != NULL && (uint64_t)count > e->cap) return KP_ERR_FULL;
+    for (int64_t i = 0; i < count; i++) {
+        kp_produce_endpoint ep;
+        int64_t host_len;
+        ep.rack_off = 0;
+        st = rd_int32(r, "NodeEndpoint.NodeId", &ep.node_id);
+        if (st == KP_OK) st = rd_string(r, 0, "NodeEndpoint.Host", &ep.host_off, &host_len);
+        if (st == KP_OK) st = rd_int32(r, "NodeEndpoint.Port", &ep.port);
+        if (st == KP_OK) st = rd_string(r, 1, "NodeEndpoint.Rack", &ep.rack_off, &ep.rack_len);
+        if (st == KP_OK) st = skip_tags(r, "NodeEndpoint._tagged_fields");
+        if (st != KP_OK) return st;
+        ep.host_len = (size_t)host_len;
+        if (e->out != NULL) e->out[i] = ep;
+    }
+    e->where.off = start;
+    e->where.len = r->len - start;      /* the window: read_tags checks it was all read */
+    e->where.count = (size_t)count;
+    return KP_OK;
 }
 
 static kp_status skip_record_errors(reader *r, int64_t count)
@@ -315,6 +399,8 @@ static kp_status read_partition(reader *r, int version, size_t topic_off, size_t
     res->log_append_time_ms = (int64_t)kp_load_be64(q + 14);
     res->message_off = 0;
     res->message_len = -1;
+    res->current_leader_id = -1;
+    res->current_leader_epoch = -1;
     r->pos += run;
     kp_status st = KP_OK;
     if (version == 8) {
@@ -331,7 +417,13 @@ static kp_status read_partition(reader *r, int version, size_t topic_off, size_t
         if (st == KP_OK) st = skip_record_errors(r, nerr);
         if (st == KP_OK)
             st = rd_string(r, 1, "PartitionProduceResponse.ErrorMessage", &res->message_off, &res->message_len);
-        if (st == KP_OK) st = skip_tags(r, "PartitionProduceResponse._tagged_fields");
+        if (st == KP_OK) {
+            if (version >= KP_PRODUCE_FIRST_LEADER_HINT_VERSION)
+                st = read_tags(r, "PartitionProduceResponse._tagged_fields",
+                               "PartitionProduceResponse.CurrentLeader", read_current_leader, res);
+            else
+                st = skip_tags(r, "PartitionProduceResponse._tagged_fields");
+        }
     }
     return st;
 }
@@ -347,7 +439,8 @@ static size_t partition_min(int version)
 kp_status kp_produce_response_read(const uint8_t *p, size_t len, int version,
                                    int32_t *correlation_id, kp_produce_result *out,
                                    size_t cap, size_t *n, int32_t *throttle_time_ms,
-                                   size_t *trailing, kp_error *err)
+                                   size_t *trailing, kp_produce_endpoints *endpoints,
+                                   kp_error *err)
 {
     if (version < KP_PRODUCE_MIN_VERSION || version > KP_PRODUCE_MAX_VERSION) return KP_ERR_INVALID;
     reader r = {p, len, 0, version >= KP_PRODUCE_FIRST_FLEXIBLE_VERSION, err};
@@ -377,12 +470,38 @@ kp_status kp_produce_response_read(const uint8_t *p, size_t len, int version,
     if (r.len - r.pos < 4) return kp_fail(err, KP_ERR_TRUNCATED, "ProduceResponse.ThrottleTimeMs", r.pos, 4);
     int32_t throttle = (int32_t)kp_load_be32(r.p + r.pos);
     r.pos += 4;
-    if (r.flexible && (st = skip_tags(&r, "ProduceResponse._tagged_fields")) != KP_OK) return st;
+    endpoints_into eps = {NULL, 0, {0, 0, 0}};
+    if (version >= KP_PRODUCE_FIRST_LEADER_HINT_VERSION)
+        st = read_tags(&r, "ProduceResponse._tagged_fields", "ProduceResponse.NodeEndpoints",
+                       read_node_endpoints, &eps);
+    else if (r.flexible)
+        st = skip_tags(&r, "ProduceResponse._tagged_fields");
+    if (st != KP_OK) return st;
     /* What follows the last field known is left unread, as Java's and librdkafka's readers
      * leave it (a broker of another implementation may add bytes): counted, not an error. */
     *correlation_id = cid;
     *n = count;
     if (throttle_time_ms) *throttle_time_ms = throttle;
     if (trailing) *trailing = r.len - r.pos;
+    if (endpoints) *endpoints = eps.where;
+    return KP_OK;
+}
+
+kp_status kp_produce_endpoints_read(const uint8_t *p, size_t len, const kp_produce_endpoints *where,
+                                    kp_produce_endpoint *out, size_t cap, size_t *n, kp_error *err)
+{
+    if (where->off > len || where->len > len - where->off) return KP_ERR_INVALID;
+    if (where->len == 0) {
+        *n = 0;
+        return KP_OK;
+    }
+    /* The tag's window, read as kp_produce_response_read read it. */
+    reader r = {p, where->off + where->len, where->off, 1, err};
+    endpoints_into eps = {out, cap, {0, 0, 0}};
+    kp_status st = read_node_endpoints(&r, &eps);
+    if (st != KP_OK) return st;
+    if (r.pos != r.len)
+        return kp_fail(err, KP_ERR_TRAILING, "ProduceResponse.NodeEndpoints", r.pos, (int64_t)(r.len - r.pos));
+    *n = eps.where.count;
     return KP_OK;
 }

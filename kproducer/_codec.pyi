@@ -42,7 +42,9 @@ def encode_produce_request(version: int, correlation_id: int, client_id: Optiona
                            topics: Sequence[Tuple[str, Sequence[Tuple[int, Optional[_Buffer]]]]],
                            transactional_id: Optional[str] = ...) -> bytes: ...
 def decode_produce_response(
-        version: int, payload: _Buffer) -> Tuple[int, list[Tuple[str, int, int, int, int, Optional[str]]], int, int]: ...
+        version: int, payload: _Buffer
+) -> Tuple[int, list[Tuple[str, int, int, int, int, Optional[str]]], int, int,
+           Optional[dict[Tuple[str, int], Tuple[int, int]]], Optional[dict[int, Tuple[str, int]]]]: ...
 
 @disjoint_base
 class FrameReceiver:

@@ -56,7 +56,8 @@ def codec_cycles(n: int) -> None:
 def produce_cycle(batch: bytes) -> None:
     """The Produce codec: a request, one refused after its first buffers were taken, a
     response of 40 partitions (its results on the heap), the same with bytes after its
-    last field (ignored) and the same cut short."""
+    last field (ignored) and the same cut short; a v10 one with leader hints and
+    NodeEndpoints (both on the heap), cut short and with a bad tag size."""
     produce.encode_produce_request(9, 1, "c", -1, 100, [("t", [(0, batch), (1, bytearray(batch))])])
     try:
         produce.encode_produce_request(9, 1, "c", -1, 100, [("t", [(0, batch), (1, "not bytes")])])
@@ -64,14 +65,34 @@ def produce_cycle(batch: bytes) -> None:
         pass
     parts = b"".join(struct.pack(">ihqqq", i, 0, i, -1, 0) + b"\x01\x00\x00" for i in range(40))
     payload = b"\x00\x00\x00\x01\x00\x02\x02t" + bytes([41]) + parts + b"\x00" + b"\x00" * 5
-    cid, results, throttle_time_ms, trailing = produce.decode_produce_response(9, payload)
-    assert (cid, len(results), throttle_time_ms, trailing) == (1, 40, 0, 0)
-    cid, results, throttle_time_ms, trailing = produce.decode_produce_response(9, payload + b"\x00" * 3)
+    cid, results, throttle_time_ms, trailing, leaders, endpoints = produce.decode_produce_response(9, payload)
+    assert (cid, len(results), throttle_time_ms, trailing, leaders, endpoints) == (1, 40, 0, 0, None, None)
+    cid, results, throttle_time_ms, trailing, _, _ = produce.decode_produce_response(9, payload + b"\x00" * 3)
     assert (cid, len(results), throttle_time_ms, trailing) == (1, 40, 0, 3)
     try:
         produce.decode_produce_response(9, payload[:-9])
     except ProtocolDecodeError:
         pass
+    # v10 (KIP-951): every partition NOT_LEADER_OR_FOLLOWER with a CurrentLeader, and 12
+    # NodeEndpoints (more than the decoder keeps on the stack: a heap array); the same cut
+    # inside the endpoints, and with a CurrentLeader shorter than its tag's size.
+    leader = b"\x01\x00\x09" + struct.pack(">ii", 7, 3) + b"\x00"
+    parts = b"".join(struct.pack(">ihqqq", i, 6, -1, -1, -1) + b"\x01\x00" + leader for i in range(40))
+    nodes = b"".join(struct.pack(">i", n) + b"\x0bhost-%02d.kp" % n + struct.pack(">i", 9092) + b"\x00\x00"
+                     for n in range(12))
+    nodes = bytes([13]) + nodes
+    payload = (b"\x00\x00\x00\x01\x00\x02\x02t" + bytes([41]) + parts + b"\x00" + b"\x00" * 4
+               + b"\x01\x00" + bytes([len(nodes) & 0x7F | 0x80, len(nodes) >> 7]) + nodes)   # size: 2-byte uvarint
+    cid, results, _, trailing, leaders, endpoints = produce.decode_produce_response(10, payload)
+    assert (len(results), trailing, len(leaders), len(endpoints)) == (40, 0, 40, 12)
+    assert leaders[("t", 39)] == (7, 3) and endpoints[11] == ("host-11.kp", 9092)
+    for bad in (payload[:-5], payload.replace(b"\x01\x00\x09", b"\x01\x00\x0a", 1)):
+        try:
+            produce.decode_produce_response(10, bad)
+        except ProtocolDecodeError:
+            pass
+        else:
+            raise AssertionError("decoded a bad v10 response")
 
 
 def producer_cycles(bootstrap: str, n: int) -> None:

@@ -113,9 +113,9 @@ def test_seed_responses_decode():
     assert seen == {(k, v) for k in apis for v in range(SUPPORTED_VERSIONS[k][0], SUPPORTED_VERSIONS[k][1] + 1)}
     versions = set()
     for name, data in _seed_files("produce_response").items():
-        _, results, throttle_time_ms, trailing = decode_produce_response(3 + data[0], data[1:])
+        _, results, throttle_time_ms, trailing, leaders, endpoints = decode_produce_response(3 + data[0], data[1:])
         assert results and all(r[2] == 0 for r in results), (name, results)
-        assert (throttle_time_ms, trailing) == (0, 0), name
+        assert (throttle_time_ms, trailing, leaders, endpoints) == (0, 0, None, None), name
         versions.add(3 + data[0])
     assert versions == set(range(3, 12))
 

@@ -4,13 +4,15 @@ Encoding: for every version 3..11 and a range of request shapes the fast
 frame minus its size prefix is byte-identical to ``messages.encode_request``
 and the prefix is the payload length. Decoding: responses built with the
 generic encoder (including RecordErrors, ErrorMessage, LogStartOffset,
-ThrottleTimeMs and the v10+ tagged CurrentLeader / NodeEndpoints) decode to the
-same values as the generic decoder reading the fields it knows and leaving what
-follows (``generic_decode``); bytes after the last field are ignored and
-counted, as Java and librdkafka ignore them; every truncation and random
-mutation raises only ``ProtocolDecodeError`` (and for v3..v9, where no tag is
-known to either decoder, exactly when the generic decoder raises). One test
-sends fast frames to the real broker at every version.
+ThrottleTimeMs and the v10+ tagged CurrentLeader / NodeEndpoints, KIP-951) decode
+to the same values as the generic decoder reading the fields it knows and leaving
+what follows (``generic_decode``), and so do random v10/v11 responses built here
+with unknown tags in every tagged-field section; bytes after the last field are
+ignored and counted, as Java and librdkafka ignore them; every truncation and
+random mutation raises only ``ProtocolDecodeError``, exactly when the generic
+decoder raises, but for one strictness of the fast decoder: a CurrentLeader or
+NodeEndpoints shorter than its tag's size (the generic decoder ignores the rest).
+One test sends fast frames to the real broker at every version.
 """
 
 from __future__ import annotations
@@ -83,10 +85,17 @@ def generic_decode(version, payload):
 
 def flatten(resp, version, trailing=0):
     """The generic decoder's result in the fast decoder's shape."""
+    leaders = endpoints = None
+    if version >= 10:
+        leaders = {(t.name, p.index): (p.current_leader.leader_id, p.current_leader.leader_epoch)
+                   for t in resp.responses for p in t.partition_responses
+                   if p.current_leader is not None and p.current_leader.leader_id >= 0} or None
+        endpoints = {e.node_id: (e.host, e.port) for e in resp.node_endpoints or ()} or None
     return resp.correlation_id, [
         (t.name, p.index, p.error_code, p.base_offset, p.log_append_time_ms,
          p.error_message if version >= 8 else None)
-        for t in resp.responses for p in t.partition_responses], resp.throttle_time_ms, trailing
+        for t in resp.responses for p in t.partition_responses], resp.throttle_time_ms, trailing, \
+        leaders, endpoints
 
 
 def flatten_generic(version, payload):
@@ -286,15 +295,20 @@ def test_decode_matches_generic(version, shape):
 
 
 def test_decode_rich_values():
-    cid, parts, throttle_time_ms, trailing = decode_produce_response(11, encode_response(11, rich_response()))
+    cid, parts, throttle_time_ms, trailing, leaders, endpoints = decode_produce_response(
+        11, encode_response(11, rich_response()))
     assert (cid, throttle_time_ms, trailing) == (99, 17, 0)
+    assert leaders == {("t", 1): (112, 8)}
+    assert endpoints == {112: ("b", 1), 113: ("c", 2)}
     assert parts[0] == ("t", 1, 6, -1, 123, "msg \u00e9")
     assert parts[1] == ("t", 2, 0, 2**40, -1, None)
     assert parts[2:] == [("\u00fcnicode-\u2713", i, 0, 1000 * i, 1_700_000_000_000 + i,
                           None if i % 2 else "") for i in range(4)]
-    _, parts7, throttle7, _ = decode_produce_response(7, encode_response(7, rich_response()))
+    _, parts7, throttle7, _, leaders7, endpoints7 = decode_produce_response(7, encode_response(7, rich_response()))
     assert parts7[0] == ("t", 1, 6, -1, 123, None)
     assert throttle7 == 17
+    assert leaders7 is None and endpoints7 is None     # no tags before v9, none known before v10
+    assert decode_produce_response(9, encode_response(9, rich_response()))[4:] == (None, None)
 
 
 @pytest.mark.parametrize("version", [10, 11])
@@ -331,12 +345,275 @@ PRODUCE_RESPONSE_V10_TAGS = h(
 @pytest.mark.parametrize("version", [10, 11])
 def test_decode_hand_built_tagged_fields(version):
     got = check_decode(version, PRODUCE_RESPONSE_V10_TAGS)
-    assert got == (6, [("t", 0, 0, 7, -1, None)], 0, 0)
+    assert got == (6, [("t", 0, 0, 7, -1, None)], 0, 0, {("t", 0): (111, 3)}, {111: ("127.0.0.1", 9092)})
+    # v9 defines no tag: tag 0 is skipped by its size like any other
+    assert decode_produce_response(9, PRODUCE_RESPONSE_V10_TAGS) == (6, [("t", 0, 0, 7, -1, None)], 0, 0, None, None)
     # a tag whose size runs past the end
     bad = PRODUCE_RESPONSE_V10_TAGS[:-132] + b"\x82\x02" + b"\xee" * 130
     with pytest.raises(ProtocolDecodeError) as ei:
         decode_produce_response(version, bad)
     assert ei.value.field == "ProduceResponse._tagged_fields"
+
+
+# A v10 answer to a producer whose leaders moved (KIP-951): NOT_LEADER_OR_FOLLOWER with
+# the new leader, FENCED_LEADER_EPOCH with an unknown one, a success, and the endpoints.
+PRODUCE_RESPONSE_V10_NOT_LEADER = h(
+    "0000002a 00"                       # CorrelationId 42, header tags none
+    "|03"                               # 2 topics
+    "|07 6f7264657273 03"               # "orders", 2 partitions
+    "|00000000 0006"                    #   Index 0, ErrorCode 6 NOT_LEADER_OR_FOLLOWER
+    "|ffffffffffffffff ffffffffffffffff ffffffffffffffff"   # BaseOffset, LogAppendTimeMs, LogStartOffset
+    "|01 0b 6e6f74206c6561646572"       #   RecordErrors [], ErrorMessage "not leader"
+    "|01 00 09 00000002 00000007 00"    #   tags: CurrentLeader (9 bytes) leader 2, epoch 7
+    "|00000001 0000"                    #   Index 1, ErrorCode 0
+    "|0000000000000064 ffffffffffffffff 0000000000000000"   # BaseOffset 100
+    "|01 00 00"                         #   RecordErrors [], ErrorMessage null, no tags
+    "|00"                               # topic tags
+    "|05 6c6f6773 02"                   # "logs", 1 partition
+    "|00000003 004a"                    #   Index 3, ErrorCode 74 FENCED_LEADER_EPOCH
+    "|ffffffffffffffff ffffffffffffffff ffffffffffffffff"
+    "|01 00"                            #   RecordErrors [], ErrorMessage null
+    "|01 00 09 ffffffff ffffffff 00"    #   tags: CurrentLeader: leader unknown (-1, -1)
+    "|00"                               # topic tags
+    "|00000000"                         # ThrottleTimeMs
+    "|01 00 38"                         # body tags: NodeEndpoints (56 bytes):
+    "|03"                               #   2 endpoints
+    "|00000002 11 62726f6b65722d322e6578616d706c65"   # NodeId 2, Host "broker-2.example"
+    "|00002384 07 7261636b2d61 00"      #   Port 9092, Rack "rack-a", no tags
+    "|00000005 09 31302e302e302e35"     #   NodeId 5, Host "10.0.0.5"
+    "|0000238e 00 01 07 01 ff"          #   Port 9102, Rack null, tags: tag 7 (1 byte)
+)
+NOT_LEADER_AT = {                       # byte offsets in PRODUCE_RESPONSE_V10_NOT_LEADER
+    "leader_size": 58, "leader": 59, "endpoints_size": 159, "endpoints": 160, "host": 165,
+    "rack": 186,
+}
+
+
+def test_golden_v10_not_leader_with_current_leader_and_node_endpoints():
+    data = PRODUCE_RESPONSE_V10_NOT_LEADER
+    assert data[NOT_LEADER_AT["leader"]:][:8] == h("00000002 00000007")
+    assert data[NOT_LEADER_AT["endpoints"]:][:5] == h("03 00000002")
+    # The pure-Python schema decoder (kproducer.protocol.messages) reads it so:
+    resp = ProduceResponse.decode(10, data)
+    orders, logs = resp.responses
+    assert [(p.index, p.error_code, p.current_leader.leader_id, p.current_leader.leader_epoch)
+            for p in orders.partition_responses + logs.partition_responses] == [
+        (0, 6, 2, 7), (1, 0, -1, -1), (3, 74, -1, -1)]
+    assert [(e.node_id, e.host, e.port, e.rack) for e in resp.node_endpoints] == [
+        (2, "broker-2.example", 9092, "rack-a"), (5, "10.0.0.5", 9102, None)]
+    # ... and the C decoder to the same values.
+    for version in (10, 11):
+        assert check_decode(version, data) == (
+            42,
+            [("orders", 0, 6, -1, -1, "not leader"), ("orders", 1, 0, 100, -1, None),
+             ("logs", 3, 74, -1, -1, None)],
+            0, 0,
+            {("orders", 0): (2, 7)},                        # leader -1: no hint
+            {2: ("broker-2.example", 9092), 5: ("10.0.0.5", 9102)})
+    # v9 defines no tag: both are skipped by size
+    assert check_decode(9, data)[4:] == (None, None)
+
+
+def _tag_error(version, data, field, offset, match):
+    with pytest.raises(ProtocolDecodeError, match=match) as ei:
+        decode_produce_response(version, data)
+    assert (ei.value.field, ei.value.offset) == (field, offset), ei.value
+    return ei.value
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_current_leader_tag_size_must_match_its_content(version):
+    data, at = PRODUCE_RESPONSE_V10_NOT_LEADER, NOT_LEADER_AT
+    size, leader = at["leader_size"], at["leader"]
+
+    def with_size(n, insert=b""):
+        return data[:size] + bytes([n]) + data[size + 1:leader + 9] + insert + data[leader + 9:]
+
+    # Larger than its content: the bytes left over are an error (the generic decoder
+    # ignores them), at the first of them.
+    bad = with_size(10, b"\x00")
+    _tag_error(version, bad, "PartitionProduceResponse.CurrentLeader", leader + 9, "trailing bytes")
+    check_mutant(version, bad)
+    assert check_decode(9, bad)[0] == 42
+    # Smaller: the field its window cuts is truncated.
+    _tag_error(version, with_size(8), "LeaderIdAndEpoch._tagged_fields", leader + 8, "truncated")
+    _tag_error(version, with_size(5), "LeaderIdAndEpoch.LeaderEpoch", leader + 4, "truncated")
+    _tag_error(version, with_size(0), "LeaderIdAndEpoch.LeaderId", leader, "truncated")
+    for n in (0, 5, 8):
+        with pytest.raises(ProtocolError):
+            ProduceResponse.decode(version, with_size(n))
+    # Running past the end of the payload: named after the field, at its size.
+    _tag_error(version, data[:size] + b"\xff\x01" + data[size + 1:], "PartitionProduceResponse.CurrentLeader",
+               size, "truncated")
+    # Its own tagged fields are skipped by size, within its window.
+    ok = data[:size] + bytes([13]) + data[leader:leader + 8] + h("01 2a 02 beef") + data[leader + 9:]
+    assert check_decode(version, ok)[4] == {("orders", 0): (2, 7)}
+    bad = ok[:leader + 10] + b"\x03" + ok[leader + 11:]         # tag 42's size past the window
+    _tag_error(version, bad, "LeaderIdAndEpoch._tagged_fields", leader + 10, "truncated")
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_node_endpoints_tag_size_and_contents(version):
+    data, at = PRODUCE_RESPONSE_V10_NOT_LEADER, NOT_LEADER_AT
+    size, eps = at["endpoints_size"], at["endpoints"]
+    assert data[size] == 0x38 and len(data) == eps + 0x38
+
+    def patched(offset, new, old_len=1):
+        return data[:offset] + new + data[offset + old_len:]
+
+    bad = patched(size, b"\x39") + b"\x00"
+    _tag_error(version, bad, "ProduceResponse.NodeEndpoints", len(data), "trailing bytes")
+    check_mutant(version, bad)
+    # smaller than its content: the second endpoint's tag 7 runs past the window (at its size)
+    _tag_error(version, patched(size, b"\x37")[:-1], "NodeEndpoint._tagged_fields", len(data) - 2,
+               "truncated")
+    # past the end of the payload
+    _tag_error(version, patched(size, b"\x39"), "ProduceResponse.NodeEndpoints", size, "truncated")
+    # a count the window cannot hold (6 x 11 bytes > 55), a null array, a third endpoint
+    # where there is none
+    _tag_error(version, patched(eps, b"\x07"), "ProduceResponse.NodeEndpoints", eps, "truncated")
+    _tag_error(version, patched(eps, b"\x00"), "ProduceResponse.NodeEndpoints", eps, "null")
+    _tag_error(version, patched(eps, b"\x04"), "NodeEndpoint.NodeId", len(data), "truncated")
+    # Host: null, not UTF-8; Rack: not UTF-8 (at the string's first byte)
+    e = _tag_error(version, patched(at["host"], b"\x00"), "NodeEndpoint.Host", at["host"], "null")
+    assert "not nullable" in str(e)
+    _tag_error(version, patched(at["host"] + 1, b"\xff"), "NodeEndpoint.Host", at["host"] + 1, "UTF-8")
+    _tag_error(version, patched(at["rack"] + 1, b"\xc0"), "NodeEndpoint.Rack", at["rack"] + 1, "UTF-8")
+    for bad in (patched(at["host"], b"\x00"), patched(at["host"] + 1, b"\xff"), patched(eps, b"\x04")):
+        with pytest.raises(ProtocolError):
+            ProduceResponse.decode(version, bad)
+        assert check_decode(9, bad)[4:] == (None, None)     # v9: skipped by size
+    # an empty array: no endpoints
+    empty = patched(size, b"\x01")[:eps] + b"\x01"
+    assert check_decode(version, empty)[5] is None
+
+
+def test_many_leaders_and_endpoints():
+    """More endpoints than the decoder keeps on the stack (8), and a hint per partition."""
+    obj = ProduceResponse(
+        responses=[S["TopicProduceResponse"](name=f"t{t}", partition_responses=[
+            part(p, error_code=6, base_offset=-1,
+                 current_leader=S["LeaderIdAndEpoch"](leader_id=(t * 40 + p) % 30, leader_epoch=p))
+            for p in range(40)]) for t in range(3)],
+        node_endpoints=[S["NodeEndpoint"](node_id=i, host=f"broker-{i}.example", port=9000 + i,
+                                          rack=None if i % 2 else f"r{i}") for i in range(30)])
+    for version in (10, 11):
+        got = check_decode(version, encode_response(version, obj))
+        assert len(got[4]) == 120 and got[4][("t2", 39)] == ((2 * 40 + 39) % 30, 39)
+        assert got[5] == {i: (f"broker-{i}.example", 9000 + i) for i in range(30)}
+
+
+# ---- random v10/v11 responses with unknown tags in every tagged-field section ----
+
+def _write_tags(w, tags, known=None):
+    """A tagged-field section: tag 0 = ``known`` (bytes) if given, then ``tags``."""
+    entries = ([(0, known)] if known is not None else []) + sorted(tags)
+    w.uvarint(len(entries))
+    for tag, data in entries:
+        w.uvarint(tag)
+        w.uvarint(len(data))
+        w.raw(data)
+
+
+def encode_tagged_response(m):
+    """A flexible (v9+) Produce response payload of the model ``m`` (see RANDOM_RESPONSE),
+    written field by field, independently of the generic codec."""
+    w = Writer()
+    w.int32(m["cid"])
+    _write_tags(w, m["header_tags"])
+    w.uvarint(len(m["topics"]) + 1)
+    for name, parts, topic_tags in m["topics"]:
+        w.compact_string(name)
+        w.uvarint(len(parts) + 1)
+        for index, code, base, lat, lso, record_errors, message, leader, part_tags in parts:
+            w.int32(index)
+            w.int16(code)
+            w.int64(base)
+            w.int64(lat)
+            w.int64(lso)
+            w.uvarint(len(record_errors) + 1)
+            for batch_index, batch_message, error_tags in record_errors:
+                w.int32(batch_index)
+                w.compact_nullable_string(batch_message)
+                _write_tags(w, error_tags)
+            w.compact_nullable_string(message)
+            known = None
+            if leader is not None:
+                lw = Writer()
+                lw.int32(leader[0])
+                lw.int32(leader[1])
+                _write_tags(lw, leader[2])
+                known = lw.getvalue()
+            _write_tags(w, part_tags, known)
+        _write_tags(w, topic_tags)
+    w.int32(m["throttle"])
+    known = None
+    if m["endpoints"] is not None:
+        ew = Writer()
+        ew.uvarint(len(m["endpoints"]) + 1)
+        for node_id, host, port, rack, endpoint_tags in m["endpoints"]:
+            ew.int32(node_id)
+            ew.compact_string(host)
+            ew.int32(port)
+            ew.compact_nullable_string(rack)
+            _write_tags(ew, endpoint_tags)
+        known = ew.getvalue()
+    _write_tags(w, m["body_tags"], known)
+    return w.getvalue()
+
+
+def model_decoded(version, m):
+    """What decode_produce_response should return for the model ``m``."""
+    results, leaders = [], {}
+    for name, parts, _ in m["topics"]:
+        for index, code, base, lat, _lso, _errors, message, leader, _ in parts:
+            results.append((name, index, code, base, lat, message))
+            if version >= 10 and leader is not None and leader[0] >= 0:
+                leaders[(name, index)] = leader[:2]
+    endpoints = ({node_id: (host, port) for node_id, host, port, _, _ in m["endpoints"] or ()}
+                 if version >= 10 else {})
+    return m["cid"], results, m["throttle"], 0, leaders or None, endpoints or None
+
+
+INT16, INT32 = st.integers(-2**15, 2**15 - 1), st.integers(-2**31, 2**31 - 1)
+INT64 = st.integers(-2**63, 2**63 - 1)
+TEXT = st.text(max_size=12)
+# Unknown tags (1 .. 3-byte varints), each at most once in a section.
+UNKNOWN_TAGS = st.lists(st.tuples(st.integers(1, 20_000), st.binary(max_size=140)),
+                        max_size=2, unique_by=lambda t: t[0])
+RANDOM_RESPONSE = st.fixed_dictionaries({
+    "cid": INT32,
+    "header_tags": UNKNOWN_TAGS,
+    "topics": st.lists(st.tuples(
+        TEXT,
+        st.lists(st.tuples(
+            st.integers(0, 3) | INT32,                                  # Index (repeats too)
+            st.sampled_from([0, 6, 74]) | INT16,                        # ErrorCode
+            INT64, INT64, INT64,                                        # BaseOffset, LAT, LSO
+            st.lists(st.tuples(INT32, st.none() | TEXT, UNKNOWN_TAGS), max_size=2),
+            st.none() | TEXT,                                           # ErrorMessage
+            st.none() | st.tuples(st.just(-1) | INT32, INT32, UNKNOWN_TAGS),   # CurrentLeader
+            UNKNOWN_TAGS),
+            max_size=4),
+        UNKNOWN_TAGS), max_size=3),
+    "throttle": INT32,
+    "endpoints": st.none() | st.lists(st.tuples(INT32, TEXT, INT32, st.none() | TEXT, UNKNOWN_TAGS),
+                                      max_size=12),
+    "body_tags": UNKNOWN_TAGS,
+})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(m=RANDOM_RESPONSE, version=st.sampled_from([9, 10, 11]), data=st.data())
+def test_random_tagged_responses_match_generic_and_model(m, version, data):
+    payload = encode_tagged_response(m)
+    # the C decoder == the generic decoder == the model, at v9 (every tag skipped) and v10+
+    assert check_decode(version, payload) == model_decoded(version, m)
+    # and any cut of it fails, with a field and an offset inside what was given
+    cut = data.draw(st.integers(0, len(payload) - 1))
+    with pytest.raises(ProtocolDecodeError) as ei:
+        decode_produce_response(version, payload[:cut])
+    assert ei.value.field and 0 <= ei.value.offset <= cut
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -348,11 +625,11 @@ def test_every_truncation_fails_and_trailing_bytes_are_ignored_and_counted(versi
         assert ei.value.field and 0 <= ei.value.offset <= n, (n, ei.value)
     # Bytes after the last field (Java and librdkafka read the fields they know and leave
     # the rest): the same answer, with their count.
-    cid, results, throttle_time_ms, trailing = decode_produce_response(version, payload)
+    cid, results, throttle_time_ms, trailing, leaders, endpoints = decode_produce_response(version, payload)
     assert trailing == 0
     for extra in (b"\x00", b"\x01\x02\x03", b"\xff" * 300):
         got = check_decode(version, payload + extra)
-        assert got == (cid, results, throttle_time_ms, len(extra))
+        assert got == (cid, results, throttle_time_ms, len(extra), leaders, endpoints)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -365,8 +642,8 @@ def test_throttle_time_is_returned(version, throttle_time_ms):
         obj = RESPONSE_SHAPES[shape]()
         obj.throttle_time_ms = throttle_time_ms
         payload = encode_response(version, obj)
-        assert check_decode(version, payload)[2:] == (throttle_time_ms, 0)
-        assert check_decode(version, payload + b"\x00\x07")[2:] == (throttle_time_ms, 2)
+        assert check_decode(version, payload)[2:4] == (throttle_time_ms, 0)
+        assert check_decode(version, payload + b"\x00\x07")[2:4] == (throttle_time_ms, 2)
 
 
 def test_golden_throttled_v3_and_v9_responses():
@@ -375,16 +652,16 @@ def test_golden_throttled_v3_and_v9_responses():
            "|00000000 0000 0000000000000005"        # Index 0, ErrorCode 0, BaseOffset 5
            "|ffffffffffffffff"                      # LogAppendTimeMs -1
            "|000001f4")                             # ThrottleTimeMs 500
-    assert decode_produce_response(3, v3) == (7, [("t", 0, 0, 5, -1, None)], 500, 0)
-    assert decode_produce_response(3, v3 + h("abcd")) == (7, [("t", 0, 0, 5, -1, None)], 500, 2)
+    assert decode_produce_response(3, v3) == (7, [("t", 0, 0, 5, -1, None)], 500, 0, None, None)
+    assert decode_produce_response(3, v3 + h("abcd")) == (7, [("t", 0, 0, 5, -1, None)], 500, 2, None, None)
     v9 = h("00000007 00"                            # CorrelationId 7, header tags
            "|02 02 74 02"                           # 1 topic "t", 1 partition
            "|00000000 0000 0000000000000005"        # Index 0, ErrorCode 0, BaseOffset 5
            "|ffffffffffffffff 0000000000000000"     # LogAppendTimeMs -1, LogStartOffset 0
            "|01 00 00 00"                           # RecordErrors [], ErrorMessage null, tags, topic tags
            "|000003e8 00")                          # ThrottleTimeMs 1000, body tags
-    assert decode_produce_response(9, v9) == (7, [("t", 0, 0, 5, -1, None)], 1000, 0)
-    assert decode_produce_response(9, v9 + b"\x00") == (7, [("t", 0, 0, 5, -1, None)], 1000, 1)
+    assert decode_produce_response(9, v9) == (7, [("t", 0, 0, 5, -1, None)], 1000, 0, None, None)
+    assert decode_produce_response(9, v9 + b"\x00") == (7, [("t", 0, 0, 5, -1, None)], 1000, 1, None, None)
     # Cut inside ThrottleTimeMs: still truncated, at its first byte.
     with pytest.raises(ProtocolDecodeError) as ei:
         decode_produce_response(9, v9[:-3])
@@ -483,21 +760,47 @@ def test_fuzz_mutations_only_raise_decode_error_and_agree_with_generic(data):
             del payload[i]
         if not payload:
             payload = bytearray(b"\x00")
-    payload = bytes(payload)
-    fast = _outcome(lambda: decode_produce_response(version, payload))
+    check_mutant(version, bytes(payload))
+
+
+def check_mutant(version, payload):
+    """Both decoders give the same outcome, and the same values when they decode."""
+    try:
+        fast = ("ok", decode_produce_response(version, payload))
+    except ProtocolDecodeError as exc:
+        assert exc.field and exc.offset is not None and 0 <= exc.offset <= len(payload)
+        fast = ("error", exc)
     try:
         generic = ("ok", flatten_generic(version, payload))
     except ProtocolError:
         generic = ("error", None)
-    if version < 10:
-        # No tag is known to either decoder below v10: same bytes, same outcome.
-        assert fast == generic
-    elif fast[0] == "ok" and generic[0] == "ok":
-        # v10+: the generic decoder also validates the contents of CurrentLeader /
-        # NodeEndpoints, which the fast one skips by size.
-        assert fast == generic
+    if fast[0] == "error" and generic[0] == "ok":
+        # The fast decoder's one strictness: a CurrentLeader / NodeEndpoints (v10+)
+        # shorter than its tag's size; the generic decoder ignores what it leaves.
+        exc = fast[1]
+        assert version >= 10 and "trailing bytes" in str(exc) and exc.field in (
+            "PartitionProduceResponse.CurrentLeader", "ProduceResponse.NodeEndpoints"), (version, exc)
+    elif fast[0] == "error":
+        assert generic[0] == "error"
     else:
-        assert not (generic[0] == "ok" and fast[0] == "error")
+        assert fast == generic
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(m=RANDOM_RESPONSE, version=st.sampled_from([9, 10, 11]), data=st.data())
+def test_fuzz_mutated_tagged_responses_agree_with_generic(m, version, data):
+    payload = bytearray(encode_tagged_response(m))
+    for _ in range(data.draw(st.integers(1, 3))):
+        i = data.draw(st.integers(0, len(payload) - 1))
+        op = data.draw(st.sampled_from(["set", "insert", "delete"]))
+        b = data.draw(st.integers(0, 255))
+        if op == "set":
+            payload[i] = b
+        elif op == "insert":
+            payload.insert(i, b)
+        elif len(payload) > 1:
+            del payload[i]
+    check_mutant(version, bytes(payload))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -526,8 +829,10 @@ def test_fast_frames_against_broker(broker):
                     version, cid, txn_client, -1, 10000,
                     [("fast", [(0, batch), (1, memoryview(batch))])])
                 c.sock.sendall(frame)
-                got_cid, results, throttle_time_ms, trailing = decode_produce_response(version, c.recv_raw())
+                got_cid, results, throttle_time_ms, trailing, leaders, endpoints = decode_produce_response(
+                    version, c.recv_raw())
                 assert (got_cid, throttle_time_ms, trailing) == (cid, 0, 0)
+                assert leaders is None and endpoints is None    # every partition succeeded
                 assert sorted(r[:3] for r in results) == [("fast", 0, 0), ("fast", 1, 0)], results
                 for _topic, p, _err, base, _lat, msg in results:
                     offsets[p].append(base)

@@ -7,8 +7,10 @@ cdef extern from "kp_produce.h" nogil:
         KP_PRODUCE_MIN_VERSION
         KP_PRODUCE_MAX_VERSION
         KP_PRODUCE_FIRST_FLEXIBLE_VERSION
+        KP_PRODUCE_FIRST_LEADER_HINT_VERSION
         KP_PRODUCE_MAX_STRING
         KP_PRODUCE_MIN_PARTITION_BYTES
+        KP_PRODUCE_MIN_ENDPOINT_BYTES
     ctypedef struct kp_produce_partition:
         int32_t index
         const uint8_t *records
@@ -38,11 +40,29 @@ cdef extern from "kp_produce.h" nogil:
         int64_t log_append_time_ms
         size_t message_off
         int64_t message_len
+        int32_t current_leader_id
+        int32_t current_leader_epoch
+    ctypedef struct kp_produce_endpoints:
+        size_t off
+        size_t len
+        size_t count
+    ctypedef struct kp_produce_endpoint:
+        int32_t node_id
+        int32_t port
+        size_t host_off
+        size_t host_len
+        size_t rack_off
+        int64_t rack_len
     kp_status kp_produce_request_size(const kp_produce_request *r, size_t *size)
     kp_status kp_produce_request_write(const kp_produce_request *r, uint8_t *out, size_t cap,
                                        size_t *written)
     kp_status kp_produce_response_read(const uint8_t *p, size_t len, int version,
                                        int32_t *correlation_id, kp_produce_result *out,
                                        size_t cap, size_t *n, int32_t *throttle_time_ms,
-                                       size_t *trailing, kp_error *err)
+                                       size_t *trailing, kp_produce_endpoints *endpoints,
+                                       kp_error *err)
+    kp_status kp_produce_endpoints_read(const uint8_t *p, size_t len,
+                                        const kp_produce_endpoints *where,
+                                        kp_produce_endpoint *out, size_t cap, size_t *n,
+                                        kp_error *err)
     int kp_utf8_valid(const uint8_t *p, size_t len)

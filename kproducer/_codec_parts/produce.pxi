@@ -16,6 +16,9 @@ cdef enum:
     # Results decoded into the stack before a response needs a heap array (a producer's
     # request has one entry per partition of one broker).
     PRODUCE_STACK_RESULTS = 32
+    # NodeEndpoints read into the stack before they need a heap array (a response names
+    # only the new leaders of the partitions it refuses: a few brokers at most).
+    PRODUCE_STACK_ENDPOINTS = 8
 
 
 cdef int _produce_version(object version, str what) except -1:
@@ -157,22 +160,38 @@ def encode_produce_request(version, correlation_id, client_id, acks, timeout_ms,
 def decode_produce_response(version, payload):
     """Decode a Produce response payload (header + body, no size prefix).
 
-    Returns ``(correlation_id, results, throttle_time_ms, trailing)``: ``results`` is
-    ``[(topic, partition, error_code, base_offset, log_append_time_ms, error_message), ...]``
-    in wire order (``error_message`` is None before v8); ``throttle_time_ms`` is the
-    response's ThrottleTimeMs (KIP-219: from v6 the broker answers first, and the client
-    must send that connection nothing for that long); ``trailing`` counts the bytes after the
-    last field this version defines, which are ignored, as Java and librdkafka ignore them.
-    Everything read is validated; truncated or malformed input raises
-    :class:`~kproducer.errors.ProtocolDecodeError` with the Kafka field (``.field``) and the
-    byte offset where the failing read started (``.offset``).
+    Returns ``(correlation_id, results, throttle_time_ms, trailing, leaders, endpoints)``:
+
+    - ``results`` is ``[(topic, partition, error_code, base_offset, log_append_time_ms,
+      error_message), ...]`` in wire order (``error_message`` is None before v8);
+    - ``throttle_time_ms`` is the response's ThrottleTimeMs (KIP-219: from v6 the broker
+      answers first, and the client must send that connection nothing for that long);
+    - ``trailing`` counts the bytes after the last field this version defines, which are
+      ignored, as Java and librdkafka ignore them;
+    - ``leaders`` is ``{(topic, partition): (leader_id, leader_epoch)}`` of the partitions
+      whose CurrentLeader (v10+, KIP-951: sent with NOT_LEADER_OR_FOLLOWER or
+      FENCED_LEADER_EPOCH) names a leader (``leader_id >= 0``), or **None** when none does
+      (every response before v10, and nearly every one after: no dict is built for them);
+    - ``endpoints`` is ``{node_id: (host, port)}`` of the response's NodeEndpoints (v10+,
+      KIP-951: where those leaders listen), or **None** when it carries none.
+
+    A repeated partition or node id keeps its last entry. Everything read is validated;
+    truncated or malformed input raises :class:`~kproducer.errors.ProtocolDecodeError`
+    with the Kafka field (``.field``) and the byte offset where the failing read started
+    (``.offset``); a CurrentLeader or NodeEndpoints whose tag size disagrees with its
+    content is one ("PartitionProduceResponse.CurrentLeader",
+    "ProduceResponse.NodeEndpoints").
     """
     cdef int ver = _produce_version(version, "ProduceResponse")
     cdef Py_buffer view
     cdef kp_produce_result stack[PRODUCE_STACK_RESULTS]
     cdef kp_produce_result *res = stack
     cdef kp_produce_result *r
-    cdef size_t cap, n = 0, i, topic_off = <size_t>-1, trailing = 0
+    cdef kp_produce_endpoint ep_stack[PRODUCE_STACK_ENDPOINTS]
+    cdef kp_produce_endpoint *eps = ep_stack
+    cdef kp_produce_endpoint *e
+    cdef kp_produce_endpoints where
+    cdef size_t cap, n = 0, i, topic_off = <size_t>-1, trailing = 0, n_eps = 0
     cdef int32_t correlation_id = 0, throttle_time_ms = 0
     cdef kp_error err
     cdef kp_status st
@@ -186,12 +205,13 @@ def decode_produce_response(version, payload):
                 raise MemoryError(f"ProduceResponse v{ver}: out of memory")
         st = kp_produce_response_read(<const uint8_t *>view.buf, <size_t>view.len, ver,
                                       &correlation_id, res, cap, &n, &throttle_time_ms,
-                                      &trailing, &err)
+                                      &trailing, &where, &err)
         if st != KP_OK:
             raise_kp_error(st, &err, f"ProduceResponse v{ver}", ProtocolDecodeError)
         p = <const char *>view.buf
         out = []
         topic = None
+        leaders = None
         for i in range(n):
             r = &res[i]
             if r.topic_off != topic_off:        # one str per topic, not per partition
@@ -200,8 +220,29 @@ def decode_produce_response(version, payload):
             message = (None if r.message_len < 0 else
                        PyUnicode_DecodeUTF8(p + r.message_off, <Py_ssize_t>r.message_len, NULL))
             out.append((topic, r.partition, r.error_code, r.base_offset, r.log_append_time_ms, message))
-        return correlation_id, out, throttle_time_ms, trailing
+            if r.current_leader_id >= 0:
+                if leaders is None:
+                    leaders = {}
+                leaders[(topic, r.partition)] = (r.current_leader_id, r.current_leader_epoch)
+        endpoints = None
+        if where.count:
+            if where.count > PRODUCE_STACK_ENDPOINTS:
+                eps = <kp_produce_endpoint *>malloc(where.count * sizeof(kp_produce_endpoint))
+                if eps == NULL:
+                    raise MemoryError(f"ProduceResponse v{ver}: out of memory")
+            st = kp_produce_endpoints_read(<const uint8_t *>view.buf, <size_t>view.len, &where,
+                                           eps, where.count, &n_eps, &err)
+            if st != KP_OK:
+                raise_kp_error(st, &err, f"ProduceResponse v{ver}", ProtocolDecodeError)
+            endpoints = {}
+            for i in range(n_eps):
+                e = &eps[i]
+                endpoints[e.node_id] = (PyUnicode_DecodeUTF8(p + e.host_off, <Py_ssize_t>e.host_len, NULL),
+                                        e.port)
+        return correlation_id, out, throttle_time_ms, trailing, leaders, endpoints
     finally:
         PyBuffer_Release(&view)
         if res != stack:
             free(res)
+        if eps != ep_stack:
+            free(eps)

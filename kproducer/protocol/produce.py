@@ -13,12 +13,19 @@ API::
     frame = encode_produce_request(version, correlation_id, client_id, acks, timeout_ms,
                                    [(topic, [(partition, records_buffer), ...]), ...],
                                    transactional_id=None)
-    correlation_id, results, throttle_time_ms, trailing = decode_produce_response(version, payload)
+    (correlation_id, results, throttle_time_ms, trailing,
+     leaders, endpoints) = decode_produce_response(version, payload)
     # results: [(topic, partition, error_code, base_offset, log_append_time_ms,
     #            error_message), ...] in wire order
     # throttle_time_ms: ThrottleTimeMs (KIP-219: from v6 the broker answers before it
     #   throttles, and the client sends that connection nothing for that long)
     # trailing: how many bytes followed the last field the version defines (ignored)
+    # leaders: {(topic, partition): (leader_id, leader_epoch)} of the partitions whose
+    #   CurrentLeader names a leader (v10+, KIP-951: sent with NOT_LEADER_OR_FOLLOWER /
+    #   FENCED_LEADER_EPOCH, so the batch can go there before a metadata refresh);
+    #   None when no partition has one (always before v10; no dict is built)
+    # endpoints: {node_id: (host, port)} of the NodeEndpoints (v10+, KIP-951: where those
+    #   leaders listen); None when the response carries none
 
 ``encode_produce_request`` returns the complete frame (4-byte size prefix included) and
 copies each records buffer exactly once. Records may be ``bytes``, ``bytearray``, a
@@ -29,11 +36,14 @@ contiguous ``memoryview``, any object exporting the buffer protocol (kproducer's
 ``decode_produce_response`` validates everything it reads: a truncated or inconsistent
 payload, a null where none is allowed or a string that is not UTF-8 raises
 :class:`~kproducer.errors.ProtocolDecodeError` with the Kafka field name and the byte
-offset (into ``payload``) where the failing read started. Fields outside the 6-tuple and
-ThrottleTimeMs (LogStartOffset, RecordErrors, tagged fields) are checked and skipped. Bytes
-after the last field the version defines are no error: as Java and librdkafka do, the
-decoder reads the fields it knows and ignores the rest (brokers of other implementations
-add some), and counts them in ``trailing``.
+offset (into ``payload``) where the failing read started. Fields outside what is returned
+(LogStartOffset, RecordErrors, a NodeEndpoint's Rack, unknown tagged fields) are checked
+and skipped. CurrentLeader and NodeEndpoints must fill their tag's size exactly (a
+mismatch raises, naming ``PartitionProduceResponse.CurrentLeader`` or
+``ProduceResponse.NodeEndpoints``; the generic decoder ignores what such a tag leaves).
+Bytes after the last field the version defines are no error: as Java and librdkafka do,
+the decoder reads the fields it knows and ignores the rest (brokers of other
+implementations add some), and counts them in ``trailing``.
 """
 
 from __future__ import annotations
