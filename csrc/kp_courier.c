@@ -532,6 +532,7 @@ static int64_t look(kp_courier *c, size_t *npfds)
             c->cap_pfds = c->n_nodes + 1;
         }
     }
+    int read_to_write = 0;
     for (size_t n = 0; n < c->n_nodes; n++) {
         kp_courier_node *node = &c->nodes[n];
         int writing = 0;
@@ -542,6 +543,17 @@ static int64_t look(kp_courier *c, size_t *npfds)
             if (due > now) {
                 if (next < 0 || due < next) next = due;
                 break;
+            }
+            if (deferred >= 0 && awaits(node)) {
+                /* The reading is the steps', but before another request on this connection
+                 * what arrived on it is read: an answer that is not an acknowledgement (a
+                 * batch refused, which the step retries) stops the node here, so that no
+                 * later batch of a refused partition is written behind it. A broker that
+                 * checks sequences would refuse that batch too; one that does not would
+                 * store it first. */
+                read_to_write |= read_node(c, (int32_t)n);
+                if (node->stopped)
+                    break;
             }
             if (!node_can_send(c, (int32_t)n, &writing))
                 break;
@@ -561,6 +573,8 @@ static int64_t look(kp_courier *c, size_t *npfds)
         }
     }
     *npfds = k - 1;
+    if (read_to_write)
+        (void)pl->io->wakeup(pl->selector);     /* what it read is the next step's */
     if (deferred >= 0 && (next < 0 || deferred < next))
         next = deferred;
     return next;

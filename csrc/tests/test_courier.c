@@ -872,6 +872,45 @@ static void test_a_sending_application_is_left_the_reading(void)
  * no part and has nothing in flight (the bootstrap connection, which kept the waits short
  * when every node counted: 361-376 looks in the 200 ms, 199-200 over the arms) takes no
  * batch, so it changes nothing. */
+/* Beside a sending application the courier leaves the reading to the steps, but before it
+ * writes another request on a connection it reads what arrived there: an answer that is not
+ * an acknowledgement (the batch refused: the step retries it) stops the node, and the
+ * partition's next batch, due later, is not written behind the refused one (a broker that
+ * checks no sequence would store it first). */
+static void test_before_writing_beside_a_sending_application_it_reads_the_answers(void)
+{
+    sending_app s;
+    kp_batch_writer w[2];
+    new_batch(&w[0]);
+    new_batch(&w[1]);
+    sending_app_start(&s);
+    kp_courier *c = s.c;
+    arm_plan(c, w, 1, now_us(), NULL, 2, -1);
+    CHECK(wait_requests(c, 1), "the due batch was not written beside the sending application");
+    fake_respond(77, 6, -1);                    /* NOT_LEADER_OR_FOLLOWER */
+    kp_courier_lock(c);
+    kp_courier_offer(c, 0, &w[1], &w[1], now_us() + 30000);
+    kp_courier_unlock(c);
+    CHECK(wait_for(c, node_stopped_unread), "the refusal did not stop the node");
+    usleep(60000);                              /* the second batch is due by now */
+    CHECK(fake_sends() == 1 && kp_courier_sent(c) == 1,
+          "wrote %d requests behind a refused one", fake_sends());
+    CHECK(fake_get(&fake.n_kept) == 1 && kp_courier_answered(c) == 0,
+          "the refusal kept for the step, unanswered");
+    touching = 0;
+    pthread_join(s.app, NULL);
+    plan_turn = NULL;
+    kp_courier_lock(c);
+    kp_courier_reset(c);
+    kp_courier_unlock(c);
+    kp_courier_free(c);
+    kp_turn_free(s.t);
+    close(s.never[0]);
+    close(s.never[1]);
+    kp_batch_free(&w[0]);
+    kp_batch_free(&w[1]);
+}
+
 static void test_a_full_window_beside_a_sending_application_is_looked_at_less(void)
 {
     sending_app s;
@@ -961,6 +1000,7 @@ int main(void)
     test_compressed_once();
     test_a_step_that_begins_owns_the_batch_being_compressed();
     test_a_sending_application_is_left_the_reading();
+    test_before_writing_beside_a_sending_application_it_reads_the_answers();
     test_a_full_window_beside_a_sending_application_is_looked_at_less();
     test_a_node_that_cannot_take_it(0, 0);
     test_a_node_that_cannot_take_it(1, 1);
