@@ -69,6 +69,12 @@ cdef enum:
     BATCH_START_BYTES = 16384
     # How many new batches can start at batch.size before the pool counts as short.
     BATCH_START_SHARE = 16
+    # How far short of max.request.size a batch stops growing while every window is full
+    # (RecordAccumulator.batch_max_size_busy). Besides its records, client id, transactional
+    # id and topic name (at most 249 bytes), a Produce request of one batch takes at most 40
+    # bytes in v3-v11 (kp_produce_request_size): such a request stays within max.request.size
+    # while its client and transactional ids take 735 bytes or fewer together.
+    REQUEST_RESERVE = 1024
     # append_many looks at the Sender's turn every STEP_CHECK records (a power of two): a
     # few microseconds of appends between looks.
     STEP_CHECK = 1024

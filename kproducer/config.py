@@ -145,8 +145,12 @@ _DEFS = [
             "Upper bound in bytes of one partition's record batch (KIP-782): a batch that "
             "reached batch.size goes out as soon as its leader can take a request, and keeps "
             "taking records up to this size while it cannot (requests in flight, backing off, "
-            "connecting). At least batch.size (the default follows a larger batch.size), at "
-            "most max.request.size; equal to batch.size gives Java's batches.", min=0),
+            "connecting). While every leader has max.in.flight.requests.per.connection "
+            "requests out, a batch at this size keeps growing, up to max.request.size less "
+            "1 KiB for the request's own fields, so that a long round trip's window carries "
+            "full requests; memory for it comes from buffer.memory without waiting. At least "
+            "batch.size (the default follows a larger batch.size), at most max.request.size; "
+            "equal to batch.size gives Java's batches (no growth at all).", min=0),
     Setting("buffer.memory", "long", 33554432,
             "Bytes of memory for records waiting to be sent; send() blocks for up to "
             "max.block.ms when it is full.", min=0),

@@ -220,6 +220,137 @@ def test_growth_past_batch_size_charges_the_pool_exactly():
     assert appended == 300
 
 
+# -- past batch.max.size while every window is full (issue 39) --------------------------------
+
+RESERVE = 1024      # _accumulator.pyx's REQUEST_RESERVE
+
+
+def test_the_busy_bound_is_max_request_size_less_the_reserve_unless_javas_batches():
+    assert _acc(batch_size=1000, batch_max_size=4000, max_request_size=21_024).batch_max_size_busy == 20_000
+    # Never below batch.max.size; Java's batches (and batching off) never grow at all.
+    assert _acc(batch_size=1000, batch_max_size=4000, max_request_size=4500).batch_max_size_busy == 4000
+    assert _acc(batch_size=1000, batch_max_size=1000).batch_max_size_busy == 1000
+    assert _acc(batch_size=1, batch_max_size=1).batch_max_size_busy == 1
+
+
+def _grown(windows_full, n=300, **kw):
+    acc = _acc(**{"batch_size": 1000, "batch_max_size": 4000, "max_request_size": 21_024,
+                  "linger_ms": 60_000, **kw})
+    acc.windows_full = windows_full
+    _fill(acc, 0, 1)
+    acc.ready(leader, wall_clock_ms())               # a step: partition 0 alone on its leader
+    _fill(acc, 0, n - 1)                             # 300 x 108 bytes: more than 20,000
+    return acc
+
+
+def test_a_batch_grows_past_batch_max_size_while_every_window_is_full():
+    acc = _grown(windows_full=True)
+    now = wall_clock_ms()
+    batches = _drain_all(acc, now)
+    sizes = [b.size_in_bytes for b in batches]
+    assert sum(b.record_count for b in batches) == 300
+    # Full at max.request.size less the reserve: no room for one more record, never past it.
+    assert all(20_000 - 108 < s <= 20_000 == 21_024 - RESERVE for s in sizes[:-1]), sizes
+    assert len(sizes) == 2
+    # Its growth was charged to the pool, by doubling (1000 -> ... -> 4000 -> 8000 -> 16000
+    # -> 20000), and every byte comes back.
+    assert [b.pool_bytes for b in batches] == [20_000, 16_000]
+    assert acc.pool.used == 36_000
+    for b in batches:
+        b.free_memory()
+    assert acc.pool.used == 0
+
+
+def test_with_a_window_free_a_batch_stops_at_batch_max_size_as_before():
+    acc = _grown(windows_full=False)
+    batches = _drain_all(acc, wall_clock_ms())
+    sizes = [b.size_in_bytes for b in batches]
+    assert sum(b.record_count for b in batches) == 300
+    assert all(4000 - 108 < s <= 4000 for s in sizes[:-1]), sizes
+    assert all(b.pool_bytes <= 4000 for b in batches)
+
+
+def test_a_grown_batch_is_full_once_a_window_has_room():
+    """The flag clears (a step found room): the next record finds the grown batch full at
+    batch.max.size, and starts the next one; the grown batch is sendable at once."""
+    acc = _grown(windows_full=True, n=100)           # about 10,800 bytes: grown past 4000
+    assert acc.queued_batches() == 1
+    acc.windows_full = False
+    _fill(acc, 0, 1)
+    assert acc.queued_batches() == 2
+    now = wall_clock_ms()
+    assert acc.ready(leader, now)[0] == {7}
+    first = _batches(acc, now)[0]
+    assert first.record_count == 100 and 4000 < first.size_in_bytes < 20_000
+
+
+def test_partitions_that_share_a_leader_grow_to_their_share_of_a_request():
+    """A request takes one batch of each partition: two on one leader grow to half of the
+    bound each and go out together; on leaders of their own, to the whole of it. Before any
+    step counted them, a batch stops at batch.max.size as before."""
+    def grown(leader_of, ready=True):
+        acc = _acc(batch_size=1000, batch_max_size=4000, max_request_size=21_024, linger_ms=60_000)
+        acc.windows_full = True
+        _fill(acc, 0, 1)
+        _fill(acc, 1, 1)
+        if ready:
+            acc.ready(leader_of, wall_clock_ms())
+        _fill(acc, 0, 299)
+        _fill(acc, 1, 299)
+        return acc
+
+    acc = grown(leader)                              # both on node 7
+    first = acc.drain(leader, {7}, acc.max_request_size, wall_clock_ms())[7]
+    assert sorted(b.partition for b in first) == [0, 1]          # one request takes both
+    assert all(10_000 - 108 < b.size_in_bytes <= 10_000 for b in first), first
+    assert sum(b.size_in_bytes for b in first) <= acc.max_request_size - RESERVE
+
+    def apart(topic, partition):
+        return 7 + partition
+    acc = grown(apart)
+    first = acc.drain(apart, {7, 8}, acc.max_request_size, wall_clock_ms())
+    assert all(20_000 - 108 < b.size_in_bytes <= 20_000 for bs in first.values() for b in bs)
+
+    acc = grown(leader, ready=False)
+    first = acc.drain(leader, {7}, acc.max_request_size, wall_clock_ms())[7]
+    assert all(4000 - 108 < b.size_in_bytes <= 4000 for b in first), first
+
+
+def test_a_batch_below_batch_size_does_not_grow_past_batch_max_size():
+    """Only a batch that reached batch.size grows past batch.max.size: one still below it
+    that has no room for a large record is full as before (it waits for no memory)."""
+    acc = _acc(batch_size=3000, batch_max_size=4000, max_request_size=21_024, linger_ms=60_000)
+    acc.windows_full = True
+    _fill(acc, 0, 1)
+    acc.ready(leader, wall_clock_ms())
+    _fill(acc, 0, 19)                                # about 2,200 bytes: below batch.size
+    assert acc.append("t", 0, None, b"z" * 2000, None, None, None) not in (NEED_MEMORY, NEED_METADATA)
+    batches = _drain_all(acc, wall_clock_ms() + 100_000)     # (the second one lingers)
+    assert [b.record_count for b in batches] == [20, 1]
+
+
+def test_growth_past_batch_max_size_never_waits_for_memory():
+    """A pool too small for the next doubling: the batch is full as it is (a new one starts);
+    only a new batch waits for memory (``last_need`` is its first capacity, not a growth)."""
+    acc = _acc(batch_size=1000, batch_max_size=4000, max_request_size=1 << 20,
+               buffer_memory=12_000, linger_ms=60_000)
+    acc.windows_full = True
+    _fill(acc, 0, 1)
+    acc.ready(leader, wall_clock_ms())
+    results = [None] + [acc.append("t", 0, None, b"%06d" % i + b"x" * 94, None, None, None)
+                        for i in range(1, 300)]
+    assert NEED_MEMORY in results
+    assert acc.last_need == 1000 and acc.pool.waiters == 0
+    assert acc.pool.used <= acc.pool.total == 12_000
+    batches = _drain_all(acc, wall_clock_ms())
+    # The first grew from 4000 to 8000 (16000 did not fit the pool); the second could not
+    # double past 4000 at all (8000 more did not fit): both full, neither waited.
+    assert [b.pool_bytes for b in batches] == [8000, 4000]
+    assert 4000 < batches[0].size_in_bytes <= 8000 and batches[1].size_in_bytes <= 4000
+    assert sum(b.record_count for b in batches) == results.index(NEED_MEMORY)
+    assert sum(b.pool_bytes for b in batches) == acc.pool.used
+
+
 def test_record_metadata_is_a_namedtuple_built_in_c_without_leaks():
     # The futures' RecordMetadata is allocated and filled in C (RECORD_METADATA_IN_C): a
     # real RecordMetadata (fields, tuple equality, GC-tracked), for the future's result, an

@@ -617,3 +617,19 @@ def test_pickle_round_trip():
     back = pickle.loads(pickle.dumps(cfg))
     assert back == cfg and back.user_config == cfg.user_config
     assert back.value_serializer is str.encode
+
+
+def test_the_configuration_reference_is_generated_from_the_settings():
+    # docs/configuration.md is scripts/config_reference.py's rendering of SETTINGS, the
+    # aliases and UNSUPPORTED: a setting added, removed or redocumented without it fails here.
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("config_reference", root / "scripts" / "config_reference.py")
+    ref = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ref)
+    text = (root / "docs" / "configuration.md").read_text()
+    assert text == ref.render(), "docs/configuration.md is stale: run python scripts/config_reference.py"
+    for s in SETTINGS.values():
+        assert f"| `{s.name}` | `{s.attr}` |" in text

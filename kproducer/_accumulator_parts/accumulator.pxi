@@ -14,6 +14,11 @@ cdef class _TopicState:
     # (a partition new to the open transaction asks for a step: RecordAccumulator._place)
     cdef uint32_t *txn_mark
     cdef int32_t marks
+    # partition -> how many partitions with batches queued its leader had at the last ready()
+    # (0: not known): a request to that leader takes one batch of each (RecordAccumulator.
+    # _append_open grows a batch past batch.max.size only to its share of a request)
+    cdef int32_t *sharing
+    cdef int32_t n_sharing
 
     def __cinit__(self, str topic, rng, bint adaptive):
         self.topic = topic
@@ -25,6 +30,7 @@ cdef class _TopicState:
     def __dealloc__(self):
         free(self.courier_slot)
         free(self.txn_mark)
+        free(self.sharing)
 
     cdef int ensure_slots(self) except -1:
         cdef int32_t *grown
@@ -57,6 +63,23 @@ cdef class _TopicState:
         self.txn_mark[p] = generation
         return 1
 
+    cdef int set_sharing(self, int32_t p, int32_t k) except -1:
+        cdef int32_t *grown
+        cdef int32_t q
+        if p >= self.n_sharing:
+            grown = <int32_t *>realloc(self.sharing, self.num_partitions * sizeof(int32_t))
+            if grown == NULL:
+                raise MemoryError()
+            for q in range(self.n_sharing, self.num_partitions):
+                grown[q] = 0
+            self.sharing = grown
+            self.n_sharing = self.num_partitions
+        self.sharing[p] = k
+        return 0
+
+    cdef inline int32_t get_sharing(self, int32_t p):
+        return self.sharing[p] if p < self.n_sharing else 0
+
 
 cdef class RecordAccumulator:
     """Per-partition deques of ProducerBatch; see the module docstring."""
@@ -64,6 +87,14 @@ cdef class RecordAccumulator:
     # KIP-782: a batch at batch_size is sendable; it takes records up to batch_max_size while
     # its leader cannot take a request yet (its ProducerBatch.limit).
     cdef readonly Py_ssize_t batch_max_size
+    # And while every leader's window is full (``windows_full``), up to its share of this:
+    # max.request.size less REQUEST_RESERVE, at least batch_max_size; batch_max_size itself
+    # when it equals batch_size (Java's batches, or batching off: no growth at all). Over a
+    # long round trip the window's bytes bound the throughput: max.in.flight requests, each
+    # of at most one batch per partition; batches that stopped at batch.max.size (a quarter
+    # of max.request.size at the defaults) left requests half empty on a leader of two
+    # partitions while records queued behind them (_append_open).
+    cdef readonly Py_ssize_t batch_max_size_busy
     cdef readonly int64_t linger_ms
     cdef readonly int codec
     cdef readonly object level
@@ -137,6 +168,9 @@ cdef class RecordAccumulator:
         self._node_stats = {}
         self._retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, 0)
         self.max_request_size = max_request_size
+        self.batch_max_size_busy = self.batch_max_size
+        if self.batch_max_size > self.batch_size and max_request_size - REQUEST_RESERVE > self.batch_max_size:
+            self.batch_max_size_busy = max_request_size - REQUEST_RESERVE
 
     cdef inline void _acquire(self):
         self._courier.lock()
@@ -386,12 +420,13 @@ cdef class RecordAccumulator:
                           const uint8_t *vptr, int64_t vlen, Py_ssize_t nh) except -1:
         """Appends to partition p's open batch: APPENDED; REACHED when this record took it to
         batch.size (sendable now, still open up to batch.max.size); FILLED when the batch
-        is full at batch.max.size (closed for appends: the next record starts a new one);
-        NO_BATCH;
+        is full at batch.max.size, or at its share of batch_max_size_busy while every window
+        is full (closed for appends: the next record starts a new one); NO_BATCH;
         NEED_GROWTH when the batch must grow first and the pool has not the bytes yet
         (``last_need`` is set)."""
         cdef ProducerBatch b = st.open_batches[p]
         cdef int appended = 0
+        cdef int32_t k
         cdef kp_status kst
         if b is None:
             return NO_BATCH
@@ -400,7 +435,25 @@ cdef class RecordAccumulator:
             # it to send it, or compressed it and could not (the next step drains it).
             st.open_batches[p] = None
             return NO_BATCH
+        if b.limit > self.batch_max_size and not self.windows_full:
+            # It grew past batch.max.size while every window was full, and one has room now:
+            # full at batch.max.size, as a batch that never grew (it is sendable already).
+            b.limit = self.batch_max_size
         kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
+        if not appended and kst == KP_OK and b.reached_size and self.windows_full:
+            # Full at batch.max.size, sendable, and no leader can take a request: it keeps
+            # taking records until one can, up to its share of a request. A request to its
+            # leader takes one batch of each of the leader's partitions that have some (the
+            # last ready() counted them), so k of them grow to a k-th of batch_max_size_busy
+            # each and go out together, in requests as full as one large batch would make
+            # (past that share, a request would take fewer of them and leave the others to
+            # requests of their own). Growing charges the pool and never waits for it
+            # (ProducerBatch.append: past batch.size a batch the pool cannot grow at once is
+            # full as it is).
+            k = st.get_sharing(p)
+            if k > 0 and self.batch_max_size_busy // k > b.limit:
+                b.limit = self.batch_max_size_busy // k
+                kst = b.append(ts, kptr, klen, vptr, vlen, self._scratch.items, <size_t>nh, &appended)
         if kst == KP_ERR_FULL:
             self.last_need = b.grow_need
             return NEED_GROWTH
@@ -722,7 +775,10 @@ cdef class RecordAccumulator:
                     if st.partitioner.used:
                         st.partitioner.update_availability(leader_of, self._node_stats,
                                                            self.availability_timeout_ms)
-            for st, p, q, leader in self._heads(leader_of, muted, unknown):
+            heads = self._heads(leader_of, muted, unknown)
+            if self.batch_max_size_busy > self.batch_max_size:
+                self._count_sharing(heads)
+            for st, p, q, leader in heads:
                 left = self._wait_left(st, p, q, now)
                 if left == 0:
                     ready_nodes.add(leader)
@@ -731,6 +787,18 @@ cdef class RecordAccumulator:
         finally:
             self._release()
         return ready_nodes, next_delay, unknown
+
+    cdef int _count_sharing(self, list heads) except -1:
+        """Notes, for each partition of ``heads`` (_heads': those with batches queued, not
+        muted, with a leader), how many of them its leader has: the batches a request to it
+        takes (_append_open)."""
+        cdef dict per_leader = {}
+        cdef _TopicState st
+        for st, p, q, leader in heads:
+            per_leader[leader] = per_leader.get(leader, 0) + 1
+        for st, p, q, leader in heads:
+            st.set_sharing(p, per_leader[leader])
+        return 0
 
     def drain(self, leader_of, set nodes, Py_ssize_t max_request_size, int64_t now, muted=None,
               bint lingering=False):

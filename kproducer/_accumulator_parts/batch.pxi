@@ -18,11 +18,14 @@ cdef class ProducerBatch:
     cdef public int16_t producer_epoch
     cdef readonly bint closed
     cdef readonly bint finished
-    # Reached batch.size: sendable now; it grows towards ``limit`` (batch.max.size) only
-    # while its leader cannot take a request (KIP-782) and the pool has the bytes at once.
+    # Reached batch.size: sendable now; it grows towards ``limit`` only while its leader
+    # cannot take a request (KIP-782) and the pool has the bytes at once.
     cdef public bint reached_size
     cdef readonly Py_ssize_t pool_bytes
     cdef Py_ssize_t grow_need       # bytes _grow wanted and the pool did not have
+    # Its size bound, 0: none. batch.max.size; the accumulator raises it towards
+    # batch_max_size_busy while every window is full, and lowers it back once one has room
+    # (RecordAccumulator._append_open).
     cdef Py_ssize_t limit
     cdef int codec
     cdef object level
@@ -53,7 +56,7 @@ cdef class ProducerBatch:
         cdef kp_status st = kp_batch_append_inline(&self.w, <size_t>self.limit, ts, k, klen, v, vlen,
                                                    h, nh, appended)
         if st == KP_ERR_FULL:
-            # The buffer is at its capacity (and the batch below batch.size): grow it by
+            # The buffer is at its capacity (and the batch below its limit): grow it by
             # doubling, charging buffer.memory first. When the pool has not got the bytes
             # now, KP_ERR_FULL tells the caller to wait for them (grow_need); when it never
             # could, the batch is full as it is.
@@ -70,9 +73,9 @@ cdef class ProducerBatch:
         return st
 
     cdef kp_status _grow(self, int64_t ts, int64_t klen, int64_t vlen, const kp_header *h, size_t nh):
-        """Doubles the capacity (at least to fit the record, at most to batch.max.size or
-        the one record) after charging the pool for the extra bytes: KP_ERR_FULL when the
-        pool has no room (or others wait for it)."""
+        """Doubles the capacity (at least to fit the record, at most to ``limit`` or the one
+        record) after charging the pool for the extra bytes: KP_ERR_FULL when the pool has
+        no room (or others wait for it)."""
         # kp_batch_append_inline checked ts - base for overflow before it ran out of room.
         cdef int64_t delta = ts - (self.w.base_timestamp if self.w.count else ts)
         cdef size_t record = kp_batch_record_size(delta, self.w.count, klen, vlen, h, nh)
