@@ -726,3 +726,27 @@ class FrameReceiver:
             del buf[:pos]
             self._base += pos
         return frames
+
+
+# -- the Produce response, read by the generic schema decoder --------------------------------
+
+def produce_response(version: int, payload):
+    """What ``kproducer.protocol.produce.decode_produce_response`` returns, by the generic
+    schema decoder: ``(correlation_id, [(topic, partition, error_code, base_offset,
+    log_append_time_ms, error_message)], throttle_time_ms, bytes left after the last field,
+    leaders, endpoints)`` (the last two, from v10: KIP-951's hints, None when there are
+    none). Raises ProtocolDecodeError as the generic decoder does."""
+    from kproducer.protocol import PRODUCE
+    from kproducer.protocol.messages import decode_response_lenient
+
+    resp, trailing = decode_response_lenient(PRODUCE, version, payload)
+    leaders = endpoints = None
+    if version >= 10:
+        leaders = {(t.name, p.index): (p.current_leader.leader_id, p.current_leader.leader_epoch)
+                   for t in resp.responses for p in t.partition_responses
+                   if p.current_leader is not None and p.current_leader.leader_id >= 0} or None
+        endpoints = {e.node_id: (e.host, e.port) for e in resp.node_endpoints or ()} or None
+    results = [(t.name, p.index, p.error_code, p.base_offset, p.log_append_time_ms,
+                p.error_message if version >= 8 else None)
+               for t in resp.responses for p in t.partition_responses]
+    return resp.correlation_id, results, resp.throttle_time_ms, trailing, leaders, endpoints

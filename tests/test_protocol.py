@@ -23,6 +23,7 @@ import uuid
 
 import crc32c
 import pytest
+from _mutation import mutate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -639,19 +640,9 @@ def test_fuzz_random_bytes_only_raise_protocol_error(api_key, version, data):
 @given(st.data())
 def test_fuzz_mutated_responses_only_raise_protocol_error(data):
     api_key, version = data.draw(st.sampled_from(ALL_RESPONSE_VERSIONS))
-    payload = bytearray(encode_response(api_key, version, rich_response(api_key, version)))
-    for _ in range(data.draw(st.integers(1, 4))):
-        i = data.draw(st.integers(0, len(payload) - 1))
-        op = data.draw(st.sampled_from(["set", "insert", "delete"]))
-        b = data.draw(st.integers(0, 255))
-        if op == "set":
-            payload[i] = b
-        elif op == "insert":
-            payload.insert(i, b)
-        elif len(payload) > 1:
-            del payload[i]
+    payload = mutate(data, encode_response(api_key, version, rich_response(api_key, version)), 4)
     try:
-        decode_response(api_key, version, bytes(payload))
+        decode_response(api_key, version, payload)
     except ProtocolError:
         pass
 
