@@ -73,7 +73,7 @@ PLAN = (tuple((rate, loop) for rate in RATES for loop in LOOPS) + ((10_000, "com
 # client on the rest, as a deployment has them (a broker on its own machine); the goal rows.
 # ``shared``: both on every CPU, where each wakes the other's threads off their CPU (a client
 # that sleeps between sends made the broker answer 0.2-0.3 ms later than one that spins,
-# measured: README). One CPU: shared only.
+# measured: docs/performance.md). One CPU: shared only.
 SPLIT, SHARED = "split", "shared"
 PLACEMENTS = (SPLIT, SHARED)
 COMPUTE_BURST_S = 0.020

@@ -398,7 +398,7 @@ class Sender:
             self.metadata.add(topic, wall)      # in use: not idle (metadata.max.idle.ms)
         # Responses first, as Java's Sender reads them (its poll) before its next
         # sendProducerData: an acknowledgement does not wait for the requests this step
-        # builds and writes (50,000/s, 4 partitions: p50 3.37 -> 3.27 ms, README "Latency"),
+        # builds and writes (50,000/s, 4 partitions: p50 3.37 -> 3.27 ms, docs/performance.md, "Latency"),
         # and what it frees (in-flight room, a retry, a new producer id) is seen below.
         answered = self.client.poll(0, now)
         if answered:

@@ -29,7 +29,7 @@ SparkSession, and Python data sources get no session configs as options.
 
 Streams record each decided micro-batch in a ledger topic first
 (:mod:`kproducer.spark_ledger`; option ``ledgerTopic``, default ``<prefix>-ledger``), so a
-replay after a commit writes nothing. See README.md for what this covers and what it cannot.
+replay after a commit writes nothing. See docs/spark.md for what this covers and what it cannot.
 
 PySpark finds this source by itself when kproducer is installed (the top-level module
 ``pyspark_kproducer``); ``kproducer.spark.register(spark)`` registers it explicitly.
