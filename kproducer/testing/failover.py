@@ -17,7 +17,6 @@ load).
 from __future__ import annotations
 
 import random
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -112,7 +111,6 @@ class KeyedLoad:
         self.faults = sorted(faults, key=lambda f: f.at_s)
         self.records: list[Sent] = []
         self.started_at = 0.0
-        self._lock = threading.Lock()
 
     def run(self, client, *, flush_timeout: float = 120.0) -> list[Sent]:
         """Sends the load through ``client``, then flushes; returns every record sent."""

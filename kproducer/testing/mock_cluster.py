@@ -78,8 +78,8 @@ def _load():
         if _lib is not None:
             return _lib
         lib = ctypes.CDLL(librdkafka_path())
-        vp, cp, i16, i32, i64, sz = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int16,
-                                     ctypes.c_int32, ctypes.c_int64, ctypes.c_size_t)
+        vp, cp, i16, i32, sz = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int16,
+                                ctypes.c_int32, ctypes.c_size_t)
         err_t = ctypes.c_int
         sigs = {
             "rd_kafka_conf_new": (vp, []),
@@ -107,8 +107,6 @@ def _load():
         optional = {
             # Newer librdkafka releases only: used when present.
             "rd_kafka_mock_broker_remove_from_metadata": (err_t, [vp, i32]),
-            "rd_kafka_mock_broker_decommission": (err_t, [vp, i32]),
-            "rd_kafka_mock_broker_add": (err_t, [vp, i32]),
         }
         for name, (res, args) in list(sigs.items()) + list(optional.items()):
             fn = getattr(lib, name, None)
