@@ -487,7 +487,7 @@ static int sender_asleep(kp_turn *t)
  * An application thread that sent since the last look runs Python now and will run the step
  * at its next send: the step is left to it rather than have the I/O thread queue for the GIL
  * (which that thread would then wait a switch interval to get back; and a thread queued for
- * the GIL beside a busy one delayed steps and responses by milliseconds, measured). How long:
+ * the GIL beside a busy one delays steps and responses by milliseconds). How long:
  * kp_turn_grace_us, about the time to its next send. The watcher keeps that time, not the I/O
  * thread: a step run by the application within it then wakes no thread but the watcher,
  * where the I/O thread woke twice per step (at the raise, at the step's end) for nothing. */
@@ -514,7 +514,7 @@ static void hand_over(kp_turn *t)
          * it wakes, and leaves the GIL free for the I/O thread now. It is looked at when the
          * grace begins and, for a sender seen asleep lately (one that sleeps between sends),
          * every KP_TURN_SENDER_LOOK_US of it: the wake-ups of a sliced grace beside a busy
-         * sender made it step later (measured: 3-4x the I/O thread's steps at 1,000/s). */
+         * sender make it step later, the I/O thread stepping instead. */
         int64_t end = kp_turn_now_us() + kp_turn_grace_us(t, t->grace_floor_ms), left;
         while (t->pending && t->steps_ended == steps && !t->stop
                && (left = end - kp_turn_now_us()) > 0) {

@@ -90,7 +90,7 @@ void kp_turn_touch(kp_turn *t);
 #define KP_TURN_SENDER_SLEEPS 64
 int kp_turn_wait_io(kp_turn *t, int grace_ms);
 
-/* The grace, in µs: twice the application's mean interval between sends (measured by
+/* The grace, in µs: twice the application's mean interval between sends (counted by
  * kp_turn_done from kp_turn_touch's count, so that a thread sending at a steady rate gets to
  * its next send first), when that lies between floor_ms and KP_TURN_GRACE_MAX_US; floor_ms
  * otherwise (a thread that sends less often is not waited for). */
@@ -122,8 +122,8 @@ int64_t kp_turn_now_us(void);
 int64_t kp_turn_wall_to_mono_us(int64_t wall_ms);
 
 /* The watcher's timer slack in ns, as prctl(PR_GET_TIMERSLACK) reports it on that thread
- * (0: the watcher has not started yet; -1: unknown). It asks for 1 ns: the default 50 µs let
- * ppoll(2) wake it 50-100 µs after each deadline (a batch's linger.ms), measured here. */
+ * (0: the watcher has not started yet; -1: unknown). It asks for 1 ns: the default 50 µs lets
+ * ppoll(2) wake it up to that much after each deadline (a batch's linger.ms). */
 long kp_turn_watcher_slack_ns(const kp_turn *t);
 
 /* Counters for tests and metrics: times the watcher raised pending; graces that

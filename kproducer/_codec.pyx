@@ -439,8 +439,8 @@ cdef enum:
 cdef inline size_t _initial_capacity(PyObject **items, Py_ssize_t n) noexcept:
     """Output bytes for ``n`` records shaped like the first: its key and value bytes plus
     20 bytes of framing each (a header-less record takes 10-16), then one shrink at the end.
-    A grow-by-realloc per batch (the old first-record resizing) cost more than the copying
-    of a 16 KiB batch's records; records larger than the first still grow the buffer.
+    A grow-by-realloc per batch costs more than copying a 16 KiB batch's records; records
+    larger than the first still grow the buffer.
     Beyond 16 MiB the estimate is not trusted (a large first record among small ones would
     reserve gigabytes): the buffer starts there and doubles as needed."""
     cdef PyObject *rec = items[0]

@@ -3,8 +3,8 @@
  * Build and run from the repo root:
  *   gcc -O2 -Wall -Wextra -std=c11 -Icsrc -DKP_HAVE_ZLIB=1 csrc/kp_courier.c csrc/kp_produce.c \
  *       csrc/kp_batch.c csrc/kp_buf.c csrc/kp_crc32c.c csrc/kp_turn.c csrc/kp_compress.c \
- *       csrc/tests/test_courier.c -pthread -lz -Wl,--wrap=kp_compress -o /tmp/test_courier \
- *   && /tmp/test_courier
+ *       csrc/tests/test_courier.c -pthread -lz -Wl,--wrap=kp_compress -o test_courier \
+ *   && ./test_courier
  * (add -fsanitize=address,undefined -g for the sanitizer run, as tests/test_build.py does)
  *
  * The selector is a fake behind kp_selector_fns that keeps what the courier stages and hands
@@ -830,8 +830,7 @@ static void sending_app_stop(sending_app *s)
 
 /* An application that keeps sending runs the steps itself, and they read and settle the
  * responses: the courier leaves the reading to it, and each look that finds it still
- * sending doubles the wait, up to KP_COURIER_WAIT_MAX_US (at KP_COURIER_WAIT_MIN_US a look,
- * 200 ms took about 2,800 looks). A batch whose deadline passes it writes all the same, at
+ * sending doubles the wait, up to KP_COURIER_WAIT_MAX_US. A batch whose deadline passes it writes all the same, at
  * the deadline: a step would write it only after its first poll and drain (hundreds of µs of
  * Python). Once the application stops, the courier reads the answer within that wait. */
 static void test_a_sending_application_is_left_the_reading(void)
@@ -846,8 +845,7 @@ static void test_a_sending_application_is_left_the_reading(void)
     CHECK(wait_used(c) == 1, "the due batch was not written beside the sending application");
     int64_t sent_after = now_us() - t0;
     CHECK(sent_after >= 20000, "sent %lld us after arming, before its deadline", (long long)sent_after);
-    /* (The courier before this wrote it only once the sending thread happened to be
-     * descheduled for longer than its wait: 1.4-2.4 s after the deadline in three runs.) */
+    /* Not held back until the sending thread happens to be descheduled. */
     CHECK(sent_after < 20000 + 500000, "sent %lld us after arming: held back for the steps",
           (long long)sent_after);
     CHECK(fake_sends() == 1 && be32(fake.frame + 8) == 77, "one request, correlation id 77");
@@ -862,16 +860,6 @@ static void test_a_sending_application_is_left_the_reading(void)
     kp_batch_free(&w);
 }
 
-/* Beside that application, a node whose window is full (the step's request in flight,
- * max_in_flight 1) can take nothing before an answer is read: the courier's waits grow to
- * KP_COURIER_WAIT_FULL_US (at KP_COURIER_WAIT_MAX_US, 200 ms took 366 looks), and the step's
- * arms do not wake it meanwhile (a kick at KP_COURIER_WAIT_MAX_US woke it for each). Once the
- * application stops, the answer is read. Only upper bounds: an application thread that the
- * scheduler holds back looks like one that stopped, and the courier then reads (and sleeps
- * until woken), which gives fewer looks, never more. Beside it in the plan, a node that leads
- * no part and has nothing in flight (the bootstrap connection, which kept the waits short
- * when every node counted: 361-376 looks in the 200 ms, 199-200 over the arms) takes no
- * batch, so it changes nothing. */
 /* Beside a sending application the courier leaves the reading to the steps, but before it
  * writes another request on a connection it reads what arrived there: an answer that is not
  * an acknowledgement (the batch refused: the step retries it) stops the node, and the
@@ -911,6 +899,14 @@ static void test_before_writing_beside_a_sending_application_it_reads_the_answer
     kp_batch_free(&w[1]);
 }
 
+/* Beside that application, a node whose window is full (the step's request in flight,
+ * max_in_flight 1) can take nothing before an answer is read: the courier's waits grow to
+ * KP_COURIER_WAIT_FULL_US, and the step's arms do not wake it meanwhile. Once the
+ * application stops, the answer is read. Only upper bounds: an application thread that the
+ * scheduler holds back looks like one that stopped, and the courier then reads (and sleeps
+ * until woken), which gives fewer looks, never more. Beside it in the plan, a node that leads
+ * no part and has nothing in flight (the bootstrap connection) takes no batch, so it changes
+ * nothing. */
 static void test_a_full_window_beside_a_sending_application_is_looked_at_less(void)
 {
     sending_app s;

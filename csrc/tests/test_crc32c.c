@@ -2,7 +2,7 @@
  *
  * Build and run from the repo root:
  *   gcc -O2 -Wall -Wextra -Wshadow -std=c11 -Icsrc csrc/kp_crc32c.c \
- *       csrc/tests/test_crc32c.c -o /tmp/test_crc32c -pthread && /tmp/test_crc32c
+ *       csrc/tests/test_crc32c.c -o test_crc32c -pthread && ./test_crc32c
  * (add -fsanitize=address,undefined -g for the sanitizer run)
  *
  * Checks: known-answer vectors (check value, RFC 3720 B.4), sw == hw ==

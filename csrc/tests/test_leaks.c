@@ -4,7 +4,7 @@
  * Meant for LeakSanitizer: build with -fsanitize=address (LSan is on by default) and run;
  * a lost buffer makes the process exit non-zero with its allocation stack:
  *   gcc -g -std=c11 -fsanitize=address,undefined -Icsrc csrc/kp_buf.c csrc/kp_crc32c.c \
- *       csrc/kp_batch.c csrc/kp_frame.c csrc/tests/test_leaks.c -pthread -o /tmp/t && /tmp/t
+ *       csrc/kp_batch.c csrc/kp_frame.c csrc/tests/test_leaks.c -pthread -o t && ./t
  * The cycles also check the results, so a plain build is a functional test too.
  */
 #include "kp_batch.h"

@@ -2,7 +2,7 @@
  *
  * Build and run from the repo root:
  *   gcc -O2 -Wall -Wextra -std=c11 -Icsrc csrc/kp_produce.c csrc/tests/test_produce.c \
- *       -o /tmp/test_produce && /tmp/test_produce
+ *       -o test_produce && ./test_produce
  * (add -fsanitize=address,undefined -g for the sanitizer run, as tests/test_build.py does)
  *
  * Checks: the v3 and v9 request frames byte for byte; a request's size equals what is

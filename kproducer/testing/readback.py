@@ -97,8 +97,7 @@ def messages_to_end(consumer: Consumer, topic: str, parts: Sequence[int], deadli
     # Offset 0, not OFFSET_BEGINNING: Tansu answers ListOffsets "earliest" with the batch
     # written first, not the lowest offset, so after producers wrote one partition at once
     # (transactional ones most) "earliest" can be a later batch, and the read-back would
-    # silently start past the records before it (measured: 5,000 of 15,000 records skipped
-    # in 2 of 15 runs of three concurrent transactional producers).
+    # silently start past the records before it.
     consumer.assign([ck.TopicPartition(topic, p, 0) for p in parts])
     pending = set(parts)
     count = 0

@@ -14,8 +14,8 @@ TLS::
 
 Certificates are made with the ``openssl`` command (Debian's ``openssl`` package), EC P-256
 keys, valid for two days. The terminator is :mod:`kproducer.testing.tls_terminator`, Python's
-``ssl`` module in a child process (it used to be Debian's stunnel4, which a fresh machine does
-not have: the README's test command must pass with what pip installs). It is stopped by PID
+``ssl`` module in a child process (not a system TLS proxy such as stunnel, which a fresh machine
+does not have: the README's test command must pass with what pip installs). It is stopped by PID
 (SIGTERM, then SIGKILL after a deadline; ``kill=True`` resets its connections as a crashed
 server would) and logs to a file in its directory (:meth:`TlsTerminator.log_text`). Readiness
 is its own listening socket on the port (``/proc``), never a sleep.
