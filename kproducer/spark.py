@@ -80,7 +80,7 @@ import zipfile
 from collections import Counter
 
 import kproducer
-from kproducer import _archive
+from kproducer import _archive, wheelhouse
 from kproducer.config import ProducerConfig
 from kproducer.producer import _check_topic
 from kproducer.producer_cache import cached_producer
@@ -196,15 +196,35 @@ def ship(spark, wheel_path=None) -> str:
     Without ``wheel_path`` the kproducer this driver runs is packed into a zip (its Python
     modules and the compiled modules of this interpreter; no compiler needed), so the
     executors run the driver's code. ``wheel_path`` is a kproducer wheel or zip built for
-    the executors' Python, shipped as a ``.zip`` copy. See the module documentation.
+    the executors' Python, shipped as a ``.zip`` copy; or a folder of wheels (a release's
+    ``wheelhouse/``): then one small job asks the executors which Python, machine and C
+    library they run, and the wheel that fits them is shipped (:mod:`kproducer.wheelhouse`;
+    ValueError naming what they need and what the folder holds when none does, or when
+    executors differ). See the module documentation.
     """
     sc = getattr(spark, "sparkContext", spark)
     if wheel_path is None:
         path = _pack_running_package()
+    elif os.path.isdir(wheel_path):
+        path = _zip_copy(_wheel_for_executors(sc, os.fspath(wheel_path)))
     else:
         path = _zip_copy(os.fspath(wheel_path))
     sc.addPyFile(path)
     return path
+
+
+def _wheel_for_executors(sc, folder: str) -> str:
+    platforms = wheelhouse.executor_platforms(sc)
+    if len(platforms) != 1:
+        raise ValueError("kproducer.spark.ship: the executors run different platforms ("
+                         + "; ".join(sorted(map(str, platforms)))
+                         + "): ship one wheel per executor image instead of a folder")
+    (platform,) = platforms
+    wheels = [os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".whl")]
+    try:
+        return wheelhouse.pick(wheels, platform, kproducer.__version__)
+    except ValueError as exc:
+        raise ValueError(f"kproducer.spark.ship: {folder}: {exc}") from None
 
 
 def _shipped_dir() -> str:

@@ -376,8 +376,29 @@ _CLUSTER_DRIVER = textwrap.dedent("""
         out["without_ship"] = None
     except Exception as exc:
         out["without_ship"] = [type(exc).__name__, str(exc), str(exc.__cause__)]
-    # The wheel to ship, if given (tests/test_wheel.py: the release wheel); else the running kproducer.
-    out["shipped"] = ship(spark, sys.argv[3]) if len(sys.argv) > 3 else ship(spark)
+    # The wheel to ship, if given (tests/test_wheel.py: the release wheel); else a wheelhouse
+    # folder: the running kproducer under this interpreter's tag beside wheels for other
+    # Pythons and machines, which ship() chooses from by asking the executors.
+    if len(sys.argv) > 3:
+        out["shipped"] = ship(spark, sys.argv[3])
+    else:
+        import platform, shutil
+        import kproducer
+        from kproducer import spark as kspark
+        folder = os.path.join(os.getcwd(), "wheelhouse")
+        os.makedirs(folder)
+        running, tag = kspark._pack_running_package(), kspark._interpreter_tag()
+        py = tag.split("-")[0]
+        machine = platform.machine()
+        other = "aarch64" if machine == "x86_64" else "x86_64"
+        names = {"fits": f"kproducer-{kproducer.__version__}-{tag}.whl",
+                 "other_python": f"kproducer-{kproducer.__version__}-cp39-cp39-manylinux2014_{machine}.whl",
+                 "other_machine": f"kproducer-{kproducer.__version__}-{py}-{py}-manylinux2014_{other}.whl",
+                 "musl": f"kproducer-{kproducer.__version__}-{py}-{py}-musllinux_1_2_{machine}.whl"}
+        for name in names.values():
+            shutil.copyfile(running, os.path.join(folder, name))
+        out["wheelhouse"] = names
+        out["shipped"] = ship(spark, folder)
     settings = {"linger_ms": 5}
     out["summaries"] = [write_kafka(df, bootstrap_servers=bootstrap, topic=t, **settings)
                         for t in ("lc1", "lc2")]
@@ -453,6 +474,10 @@ def test_ship_to_local_cluster_executors_without_kproducer(tmp_path, broker, exe
 
     shipped = out["shipped"]
     assert shipped.startswith(str(cache / "shipped")) and shipped.endswith(".zip")
+    if not wheel:
+        # From the wheelhouse, the executors' probe chose the wheel that fits them.
+        fits = out["wheelhouse"]["fits"]
+        assert os.path.basename(shipped).startswith(fits[: -len(".whl")] + "-"), (shipped, fits)
     assert zipfile.ZipFile(shipped).getinfo("kproducer/_archive.py")
     for summary, topic in zip(out["summaries"], ("lc1", "lc2")):
         assert summary["rows"] == n_rows and summary["per_topic"] == {topic: n_rows}
@@ -588,3 +613,42 @@ def test_ship_rejects_what_cannot_work(tmp_path, monkeypatch):
         zf.writestr("kproducer/_codec.cpython-311-x86_64-linux-gnu.so", b"")
     with pytest.raises(ValueError, match="without the self-extracting import"):
         ship(_Context(), wheel_path=old)
+
+
+class _Probed(_Context):
+    """A SparkContext whose jobs run on the real local session (the executors' probe), and
+    whose addPyFile is only recorded."""
+
+    def __init__(self, sc):
+        super().__init__()
+        self.sc = sc
+        self.defaultParallelism = sc.defaultParallelism
+
+    def parallelize(self, *args):
+        return self.sc.parallelize(*args)
+
+
+def test_ship_from_a_wheelhouse_without_a_fitting_wheel_names_need_and_find(spark, tmp_path, monkeypatch):
+    import platform
+
+    monkeypatch.setenv("KPRODUCER_CACHE_DIR", str(tmp_path / "driver-cache"))
+    running = ship(_Context())
+    folder = tmp_path / "wheelhouse"
+    folder.mkdir()
+    other = "aarch64" if platform.machine() == "x86_64" else "x86_64"
+    decoy = f"kproducer-{kproducer.__version__}-cp39-cp39-manylinux2014_{platform.machine()}.whl"
+    (folder / decoy).write_bytes(Path(running).read_bytes())
+    py = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    (folder / f"kproducer-{kproducer.__version__}-{py}-{py}-manylinux2014_{other}.whl").write_bytes(b"")
+    context = _Probed(spark.sparkContext)
+    with pytest.raises(ValueError) as info:
+        ship(context, folder)
+    message = str(info.value)
+    v = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert f"CPython {v} on {platform.machine()}" in message and decoy in message, message
+    assert context.added == []
+    # With a wheel that fits, that one goes.
+    fits = f"kproducer-{kproducer.__version__}-{py}-{py}-manylinux2014_{platform.machine()}.whl"
+    (folder / fits).write_bytes(Path(running).read_bytes())
+    shipped = ship(context, folder)
+    assert context.added == [shipped] and Path(shipped).name.startswith(fits[:-4] + "-")
