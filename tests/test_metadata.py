@@ -18,7 +18,7 @@ import pytest
 from kproducer.errors import BrokerResponseError, KafkaError
 from kproducer.metadata import (FATAL_TOPIC_ERRORS, Cluster, Metadata, Node, PartitionInfo,
                                 TopicInfo)
-from kproducer.protocol import (METADATA, RESPONSES, STRUCTS, ErrorCode, MetadataResponse,
+from kproducer.protocol import (METADATA, encode_response, RESPONSES, STRUCTS, ErrorCode, MetadataResponse,
                                 Writer, decode_response, response_header_version)
 from kproducer.testing import BlockingClient
 
@@ -55,16 +55,6 @@ def response(topics, brokers=None, controller=1, cluster_id="c1"):
 
 def simple(name="t", n=3, leader=1, epoch=0, **kw):
     return response([topic(name, [part(i, leader, epoch) for i in range(n)])], **kw)
-
-
-def encode_response(version, obj, correlation_id=5):
-    w = Writer()
-    w.int32(correlation_id)
-    if response_header_version(METADATA, version) >= 1:
-        w.empty_tagged_fields()
-    schema = RESPONSES[METADATA].SCHEMA
-    schema.encode_into(w, obj, version, schema.is_flexible(version))
-    return w.getvalue()
 
 
 # ===========================================================================
@@ -128,7 +118,7 @@ def rich():
 
 @pytest.mark.parametrize("version", range(13))
 def test_cluster_from_every_version(version):
-    resp = decode_response(METADATA, version, encode_response(version, rich()))
+    resp = decode_response(METADATA, version, encode_response(METADATA, version, rich(), 5))
     c = Cluster.from_response(resp)
     assert set(c.brokers) == {111, 112}
     assert c.brokers[111].rack == ("r1" if version >= 1 else None)
@@ -151,7 +141,7 @@ def test_cluster_from_every_version(version):
 
 def test_cluster_skips_nameless_topics_v12():
     resp = response([topic(None, [part(0, 1)]), topic("t", [part(0, 1)])])
-    resp = decode_response(METADATA, 12, encode_response(12, resp))
+    resp = decode_response(METADATA, 12, encode_response(METADATA, 12, resp, 5))
     assert set(Cluster.from_response(resp).topics) == {"t"}
 
 

@@ -29,7 +29,7 @@ from _mutation import mutate
 from kproducer import _reference as reference
 from kproducer.codec import encode_batch
 from kproducer.errors import ProtocolDecodeError, ProtocolError, UnsupportedVersionError
-from kproducer.protocol import (PRODUCE, RESPONSES, STRUCTS, PartitionProduceData, ProduceRequest,
+from kproducer.protocol import (PRODUCE, encode_response, RESPONSES, STRUCTS, PartitionProduceData, ProduceRequest,
                                 ProduceResponse, TopicProduceData, Writer, decode_response,
                                 encode_request, response_header_version)
 from kproducer.protocol.produce import decode_produce_response, encode_produce_request
@@ -64,15 +64,8 @@ def check_encode(version, cid, client_id, acks, timeout_ms, topics, transactiona
     return fast
 
 
-def encode_response(version, obj, correlation_id=99):
-    """Header + body of a ProduceResponse with the generic (symmetric) codec."""
-    w = Writer()
-    w.int32(correlation_id)
-    if response_header_version(PRODUCE, version) >= 1:
-        w.empty_tagged_fields()
-    schema = RESPONSES[PRODUCE].SCHEMA
-    schema.encode_into(w, obj, version, schema.is_flexible(version))
-    return w.getvalue()
+def _encode(version, obj, correlation_id=99):
+    return encode_response(PRODUCE, version, obj, correlation_id)
 
 
 def flatten_generic(version, payload):
@@ -265,14 +258,14 @@ def test_golden_v3_and_v9_frames():
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("shape", sorted(RESPONSE_SHAPES))
 def test_decode_matches_generic(version, shape):
-    payload = encode_response(version, RESPONSE_SHAPES[shape](), correlation_id=-5 if shape == "one" else 99)
+    payload = _encode(version, RESPONSE_SHAPES[shape](), -5 if shape == "one" else 99)
     got = check_decode(version, payload)
     assert got[0] == (-5 if shape == "one" else 99)
 
 
 def test_decode_rich_values():
     cid, parts, throttle_time_ms, trailing, leaders, endpoints = decode_produce_response(
-        11, encode_response(11, rich_response()))
+        11, _encode(11, rich_response()))
     assert (cid, throttle_time_ms, trailing) == (99, 17, 0)
     assert leaders == {("t", 1): (112, 8)}
     assert endpoints == {112: ("b", 1), 113: ("c", 2)}
@@ -280,16 +273,16 @@ def test_decode_rich_values():
     assert parts[1] == ("t", 2, 0, 2**40, -1, None)
     assert parts[2:] == [("\u00fcnicode-\u2713", i, 0, 1000 * i, 1_700_000_000_000 + i,
                           None if i % 2 else "") for i in range(4)]
-    _, parts7, throttle7, _, leaders7, endpoints7 = decode_produce_response(7, encode_response(7, rich_response()))
+    _, parts7, throttle7, _, leaders7, endpoints7 = decode_produce_response(7, _encode(7, rich_response()))
     assert parts7[0] == ("t", 1, 6, -1, 123, None)
     assert throttle7 == 17
     assert leaders7 is None and endpoints7 is None     # no tags before v9, none known before v10
-    assert decode_produce_response(9, encode_response(9, rich_response()))[4:] == (None, None)
+    assert decode_produce_response(9, _encode(9, rich_response()))[4:] == (None, None)
 
 
 @pytest.mark.parametrize("version", [10, 11])
 def test_decode_tagged_fields_emitted_by_generic_codec(version):
-    payload = encode_response(version, rich_response())
+    payload = _encode(version, rich_response())
     # the generic codec really wrote CurrentLeader and NodeEndpoints
     resp = decode_response(PRODUCE, version, payload)
     assert resp.responses[0].partition_responses[0].current_leader.leader_id == 112
@@ -474,7 +467,7 @@ def test_many_leaders_and_endpoints():
         node_endpoints=[S["NodeEndpoint"](node_id=i, host=f"broker-{i}.example", port=9000 + i,
                                           rack=None if i % 2 else f"r{i}") for i in range(30)])
     for version in (10, 11):
-        got = check_decode(version, encode_response(version, obj))
+        got = check_decode(version, _encode(version, obj))
         assert len(got[4]) == 120 and got[4][("t2", 39)] == ((2 * 40 + 39) % 30, 39)
         assert got[5] == {i: (f"broker-{i}.example", 9000 + i) for i in range(30)}
 
@@ -594,7 +587,7 @@ def test_random_tagged_responses_match_generic_and_model(m, version, data):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_truncation_fails_and_trailing_bytes_are_ignored_and_counted(version):
-    payload = encode_response(version, rich_response())
+    payload = _encode(version, rich_response())
     for n in range(len(payload)):
         with pytest.raises(ProtocolDecodeError) as ei:
             decode_produce_response(version, payload[:n])
@@ -617,7 +610,7 @@ def test_throttle_time_is_returned(version, throttle_time_ms):
     for shape in ("one", "empty", "rich"):
         obj = RESPONSE_SHAPES[shape]()
         obj.throttle_time_ms = throttle_time_ms
-        payload = encode_response(version, obj)
+        payload = _encode(version, obj)
         assert check_decode(version, payload)[2:4] == (throttle_time_ms, 0)
         assert check_decode(version, payload + b"\x00\x07")[2:4] == (throttle_time_ms, 2)
 
@@ -645,14 +638,14 @@ def test_golden_throttled_v3_and_v9_responses():
 
 
 def test_decode_error_names_field_and_offset():
-    payload = encode_response(3, ProduceResponse(responses=[S["TopicProduceResponse"](
+    payload = _encode(3, ProduceResponse(responses=[S["TopicProduceResponse"](
         name="t", partition_responses=[part(0, base_offset=1), part(1, base_offset=2)])]))
     # header 4 | topics count 4 | name 2+1 | partitions count at 11: two 22-byte items cannot fit
     with pytest.raises(ProtocolDecodeError) as ei:
         decode_produce_response(3, payload[:4 + 4 + 3 + 4 + 22 + 7])
     assert (ei.value.field, ei.value.offset) == ("TopicProduceResponse.PartitionResponses", 11)
     # v9: the count check passes (partition 0 is long), partition 1 is cut in its BaseOffset
-    payload9 = encode_response(9, ProduceResponse(responses=[S["TopicProduceResponse"](
+    payload9 = _encode(9, ProduceResponse(responses=[S["TopicProduceResponse"](
         name="t", partition_responses=[part(0, base_offset=1, error_message="e" * 40),
                                        part(1, base_offset=2)])]))
     # header 4+1 | topics 1 | name 1+1 | partitions 1 | partition 0: 30+1+41+1
@@ -721,7 +714,7 @@ def _outcome(fn):
 def test_fuzz_mutations_only_raise_decode_error_and_agree_with_generic(data):
     version = data.draw(st.sampled_from(VERSIONS))
     shape = data.draw(st.sampled_from(sorted(RESPONSE_SHAPES)))
-    payload = bytearray(encode_response(version, RESPONSE_SHAPES[shape]()))
+    payload = bytearray(_encode(version, RESPONSE_SHAPES[shape]()))
     for _ in range(data.draw(st.integers(1, 4))):
         i = data.draw(st.integers(0, len(payload) - 1))
         op = data.draw(st.sampled_from(["set", "insert", "delete", "truncate"]))

@@ -38,6 +38,7 @@ from kproducer.protocol import (API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID, M
                                 decode_response, error_info, error_name, frame, is_invalid_metadata,
                                 is_retriable, pick_version, pick_versions, raise_for_code,
                                 request_header_version, response_header_version)
+from kproducer.protocol import messages
 from kproducer.protocol import primitives as prim
 from kproducer.protocol import versions as pv
 from kproducer.protocol.schema import Versions, snake_case
@@ -510,7 +511,10 @@ def test_fields_absent_from_a_version():
     with pytest.raises(UnsupportedVersionError, match="ProducerId"):
         InitProducerIdRequest(producer_id=5, producer_epoch=1).encode(2)
     # Default values and ignorable fields are silently dropped.
-    assert MetadataRequest(topics=[]).encode(3) == MetadataRequest(topics=[]).encode(3)
+    # AllowAutoTopicCreation at its default (true) is dropped where v3 has no such field.
+    assert (MetadataRequest(topics=[], allow_auto_topic_creation=True).encode(3)
+            == MetadataRequest(topics=[]).encode(3))
+    assert len(MetadataRequest(topics=[]).encode(4)) == len(MetadataRequest(topics=[]).encode(3)) + 1
     tid = uuid.uuid4()
     assert (MetadataRequest(topics=[{"name": "t", "topic_id": tid}]).encode(9)
             == MetadataRequest(topics=[{"name": "t"}]).encode(9))
@@ -591,14 +595,7 @@ def rich_response(api_key, version):
 
 
 def encode_response(api_key, version, obj, correlation_id=99):
-    """Header + body of a response (test helper: the codec is symmetric)."""
-    w = Writer()
-    w.int32(correlation_id)
-    if response_header_version(api_key, version) >= 1:
-        w.empty_tagged_fields()
-    schema = RESPONSES[api_key].SCHEMA
-    schema.encode_into(w, obj, version, schema.is_flexible(version))
-    return w.getvalue()
+    return messages.encode_response(api_key, version, obj, correlation_id)
 
 
 @pytest.mark.parametrize("api_key,version", ALL_RESPONSE_VERSIONS)

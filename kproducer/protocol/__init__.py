@@ -20,7 +20,7 @@ from .messages import (DEFAULT_CLIENT_ID, REQUESTS, RESPONSES, STRUCTS, ApiVersi
                        MetadataRequestTopic, MetadataResponse, PartitionProduceData,
                        ProduceRequest, ProduceResponse, SaslAuthenticateRequest,
                        SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
-                       TopicProduceData, decode_response,
+                       TopicProduceData, decode_response, encode_response,
                        encode_request, peek_correlation_id, request_class,
                        request_header_version, response_header_version)
 from .primitives import Reader, Writer, frame
@@ -39,7 +39,7 @@ __all__ = [
     "CreatableTopicConfig", "CreateTopicsResponse",
     "SaslHandshakeRequest", "SaslHandshakeResponse", "SaslAuthenticateRequest",
     "SaslAuthenticateResponse",
-    "decode_response", "encode_request", "peek_correlation_id", "request_class",
+    "decode_response", "encode_request", "encode_response", "peek_correlation_id", "request_class",
     "request_header_version", "response_header_version",
     "Reader", "Writer", "frame",
     "API_NAMES", "API_VERSIONS", "CREATE_TOPICS", "INIT_PRODUCER_ID", "METADATA", "PRODUCE",

@@ -128,6 +128,21 @@ def decode_response(api_key: int, version: int, payload, *, strict: bool = True)
     return decode_response_lenient(api_key, version, payload, strict=strict)[0]
 
 
+def encode_response(api_key: int, version: int, body, correlation_id: int) -> bytes:
+    """A response payload (header + body, no size prefix): what a broker writes. kproducer
+    sends none; the test brokers, gateways and proxies do, and the codec is symmetric."""
+    cls = RESPONSES.get(api_key)
+    if cls is None:
+        raise UnsupportedVersionError(f"kproducer has no encoder for API key {api_key}")
+    schema: Message = cls.SCHEMA
+    schema.check_version(version)
+    w = Writer()
+    w.int32(correlation_id)
+    if response_header_version(api_key, version) >= 1:
+        w.empty_tagged_fields()
+    return bytes(w.getvalue()) + schema.encode_body(body, version)
+
+
 def decode_response_lenient(api_key: int, version: int, payload, *, strict: bool = False):
     """Like :func:`decode_response`, but bytes after the last field this version defines are
     ignored, as Java and librdkafka ignore them (a broker of another implementation may
