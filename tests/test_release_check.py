@@ -1,0 +1,108 @@
+"""The release check (scripts/check_release.sh, scripts/check_release.py): which interpreter
+each wheel tag fits, and the check itself run on the wheel the wheel tests build (the
+``release`` fixture of test_wheel.py, reused, not built again) under Debian bookworm's
+CPython 3.11 for amd64, fetched with apt-get download and unpacked on the spot: the wheel
+imports, sends with ``send()`` and ``send_many()`` over TLS, and every record is read back;
+a wheel whose compiled module is broken makes the check fail.
+
+The first run on a machine fetches bookworm's package lists and about 30 packages (some
+20 MB) into .release-check/; later runs take seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from test_wheel import release  # noqa: F401  (the fixture: the wheel is built once per run)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("check_release", ROOT / "scripts/check_release.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module          # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+check_release = _load()
+BY_KEY = {i.key: i for i in check_release.INTERPRETERS}
+
+
+@pytest.mark.parametrize("name, interpreters", [
+    ("kproducer-0.1.0-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl", {"bookworm-amd64"}),
+    ("kproducer-0.1.0-cp311-cp311-manylinux_2_17_aarch64.manylinux2014_aarch64.whl", {"bookworm-arm64"}),
+    ("kproducer-0.1.0-cp313-cp313-manylinux_2_17_x86_64.whl", {"trixie-amd64"}),
+    ("kproducer-0.1.0-cp313-cp313-manylinux_2_17_aarch64.whl", {"trixie-arm64"}),
+    # One abi3 wheel serves every CPython from its version on.
+    ("kproducer-0.1.0-cp310-abi3-manylinux_2_17_x86_64.whl", {"bookworm-amd64", "trixie-amd64"}),
+    ("kproducer-0.1.0-cp312-abi3-manylinux_2_17_aarch64.whl", {"trixie-arm64"}),
+    # Newer than bookworm's glibc 2.36, within trixie's 2.41.
+    ("kproducer-0.1.0-cp310-abi3-manylinux_2_39_x86_64.whl", {"trixie-amd64"}),
+    # A local build (pip wheel .): this machine's kind.
+    ("kproducer-0.1.0-cp311-cp311-linux_x86_64.whl", {"bookworm-amd64"}),
+    ("kproducer-0.1.0-cp312-cp312-manylinux2014_x86_64.whl", set()),
+    ("kproducer-0.1.0-cp311-cp311-musllinux_1_2_x86_64.whl", set()),
+    ("kproducer-0.1.0-cp313-cp313-musllinux_1_2_aarch64.whl", set()),
+])
+def test_which_interpreters_a_wheel_fits(name, interpreters):
+    wheel = check_release.Wheel.parse(Path(name))
+    assert {i.key for i in check_release.INTERPRETERS if check_release.fits(wheel, i)} == interpreters
+
+
+def test_wheels_without_an_interpreter_say_why():
+    def why(name):
+        return check_release.why_not_run(check_release.Wheel.parse(Path(name)))
+    assert "no musl CPython" in why("kproducer-0.1.0-cp311-cp311-musllinux_1_2_aarch64.whl")
+    reason = why("kproducer-0.1.0-cp314-cp314-manylinux2014_x86_64.whl")
+    assert "cp314" in reason and "3.11 (bookworm), 3.13 (trixie)" in reason
+
+
+def _broken(wheel: Path, dest: Path) -> Path:
+    """A copy of ``wheel`` whose kproducer._net is not a shared object."""
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as out:
+        for info in src.infolist():
+            data = src.read(info.filename)
+            if info.filename.startswith("kproducer/_net.") and info.filename.endswith(".so"):
+                data = b"not an ELF file"
+            out.writestr(info, data)
+    return dest
+
+
+def _check(house: Path, markdown: Path, *wheels: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
+    house.mkdir()
+    for w in wheels:
+        (house / w.name).symlink_to(w)
+    proc = subprocess.run(["bash", ROOT / "scripts/check_release.sh", house, "--interpreters", "bookworm-amd64",
+                           "--no-probe", "--records", "500", "--markdown", markdown],
+                          env=dict(os.environ, PYTHON=sys.executable), capture_output=True, text=True, timeout=900)
+    rows = [ln for ln in markdown.read_text().splitlines() if ln.startswith("| `")] if markdown.exists() else []
+    return proc, rows
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)      # the wheel fixture may build first
+def test_release_check_runs_the_wheel_under_debian_bookworm_cpython_amd64(release, tmp_path):  # noqa: F811
+    wheel, _ = release
+    proc, rows = _check(tmp_path / "house", tmp_path / "release-check.md", wheel)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    assert len(rows) == 1, out[-6000:]
+    cells = [c.strip() for c in rows[0].strip("|").split(" | ")]
+    assert cells[0] == f"`{wheel.name}`"
+    assert cells[1] == "CPython 3.11 (Debian bookworm, amd64, native)"
+    assert cells[2].startswith("ok: Python 3.11.") and "500 send() + 500 send_many() over TLS" in cells[2], cells
+    assert "C codecs: gzip, lz4, snappy, zstd" in cells[2] and cells[2].endswith("check_wheel ok"), cells
+
+    # The same check fails, and says where, for a wheel that cannot import.
+    broken = _broken(wheel, tmp_path / wheel.name)
+    proc, rows = _check(tmp_path / "broken-house", tmp_path / "broken.md", broken)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert len(rows) == 1 and "FAILED" in rows[0] and "_net" in rows[0], rows
