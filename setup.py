@@ -2,15 +2,25 @@
 
 KPRODUCER_SANITIZE=1 builds with AddressSanitizer and UndefinedBehaviorSanitizer
 (-O1, frame pointers, KP_DEBUG asserts); run it with the ASan runtime preloaded
-(see README.md). KPRODUCER_DEBUG=1 turns on KP_DEBUG asserts alone.
+(see docs/development.md). KPRODUCER_DEBUG=1 turns on KP_DEBUG asserts alone.
 
-The courier compresses batches in C with the system's codec libraries (csrc/kp_compress.h):
-each is linked when its header and library are found (Debian: zlib1g-dev, liblz4-dev,
-libzstd-dev, libsnappy-dev); a producer whose codec is not is compressed by its steps
-(cramjam). KPRODUCER_C_CODECS=gzip,lz4,zstd,snappy makes those required (the build fails
-naming what is missing); KPRODUCER_C_CODECS=none links none.
+The courier and the steps compress batches in C (csrc/kp_compress.h), with every codec in
+every build:
+- lz4, zstd and snappy are vendored in csrc/vendor/ (csrc/vendor/README.md: which versions,
+  from which Debian source packages, and scripts/update_vendored.sh, which updates them) and
+  compiled into kproducer._accumulator with flags of their own (VENDOR_COMPILE_ARGS: -Wall,
+  not our -Wextra set, as they are not our code to fix) and this build's optimisation and
+  sanitizers. kp_compress.c includes
+  their headers by a path relative to itself ("vendor/lz4/lz4frame.h"), which a C compiler
+  looks up beside the including file before any -I or system directory: a system's
+  liblz4-dev, libzstd-dev or libsnappy-dev, or -I flags in CFLAGS, are never used, and none
+  is needed. tests/test_build.py checks both (the headers a build reads, and the versions the
+  built extension reports).
+- gzip is the system's zlib (Debian: zlib1g-dev); a build without it stops naming the package.
+There is no build without a codec: a missing vendored file stops the build too.
 """
 
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -20,69 +30,92 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.errors import CompileError, LinkError, PlatformError
 
+try:
+    from setuptools.modified import newer_group
+except ImportError:  # setuptools < 69
+    from distutils.dep_util import newer_group
+
 OPENSSL_HINT = ("install libssl-dev (Debian/Ubuntu) or openssl-devel (RHEL/Fedora), or set "
                 "CFLAGS=-I<openssl>/include and LDFLAGS=-L<openssl>/lib for an OpenSSL 3 of your own; "
                 "or install the manylinux wheel, which has OpenSSL inside (README.md)")
+ZLIB_HINT = ("install zlib1g-dev (Debian/Ubuntu) or zlib-devel (RHEL/Fedora), or set "
+             "CFLAGS=-I<zlib>/include and LDFLAGS=-L<zlib>/lib")
 
-
-# codec name -> (macro, header, library, a call that needs both)
+# The codecs of csrc/kp_compress.c: the macro that turns each on, and the vendored sources
+# compiled into the extension that has kp_compress.c (gzip: the system's zlib, -lz).
+VENDOR = "csrc/vendor"
 C_CODECS = {
-    "gzip": ("KP_HAVE_ZLIB", "zlib.h", "z", "return zlibVersion() == 0;"),
-    "lz4": ("KP_HAVE_LZ4", "lz4frame.h", "lz4", "return LZ4F_getVersion() == 0;"),
-    "zstd": ("KP_HAVE_ZSTD", "zstd.h", "zstd", "return ZSTD_versionNumber() == 0;"),
-    "snappy": ("KP_HAVE_SNAPPY", "snappy-c.h", "snappy", "return snappy_max_compressed_length(1) == 0;"),
+    "gzip": ("KP_HAVE_ZLIB", []),
+    "lz4": ("KP_HAVE_LZ4", ["lz4/lz4.c", "lz4/lz4frame.c", "lz4/lz4hc.c", "lz4/xxhash.c"]),
+    "zstd": ("KP_HAVE_ZSTD", ["zstd/zstd.c"]),
+    "snappy": ("KP_HAVE_SNAPPY", ["snappy/snappy.c", "snappy/snappy-c.c"]),
 }
-CODEC_PACKAGES = {"gzip": "zlib1g-dev", "lz4": "liblz4-dev", "zstd": "libzstd-dev", "snappy": "libsnappy-dev"}
+VENDORED_SOURCES = [f"{VENDOR}/{path}" for _, paths in C_CODECS.values() for path in paths]
+
+
+def _vendored_files() -> list:
+    """Every file under csrc/vendor (sources, headers): what the vendored objects depend on."""
+    return sorted(os.path.join(d, f) for d, _, files in os.walk(VENDOR) for f in files)
 
 
 class BuildExt(build_ext):
-    """build_ext that checks the OpenSSL headers before compiling anything, so that a source
-    build without them fails with one clear message instead of a compiler error deep in
-    csrc/kp_tls.c; and links the C codecs it finds into the extension that has
-    csrc/kp_compress.c."""
+    """build_ext that checks the OpenSSL and zlib headers before compiling anything, so that a
+    source build without them fails with one clear message instead of a compiler error deep in
+    csrc/kp_tls.c or csrc/kp_compress.c; and compiles the vendored codecs (csrc/vendor) with
+    flags of their own into the extension that has csrc/kp_compress.c."""
 
-    def _has_codec(self, name: str) -> bool:
-        """Compiles a call into the codec's library and links it as the extension is linked
-        (a shared object, with LDFLAGS), with the compiler and flags of this build: a cross
-        build probes its own target."""
-        _, header, library, call = C_CODECS[name]
+    def _check_zlib(self, ext: Extension) -> None:
+        """Compiles a call into zlib and links it as the extension is linked (a shared object,
+        with LDFLAGS), with the compiler and flags of this build: a cross build probes its own
+        target."""
         with tempfile.TemporaryDirectory() as tmp:
-            src = os.path.join(tmp, f"probe_{name}.c")
+            src = os.path.join(tmp, "probe_zlib.c")
             with open(src, "w") as f:
-                f.write(f"#include <{header}>\nint kp_probe(void) {{ {call} }}\n")
+                f.write("#include <zlib.h>\nint kp_probe(void) { return zlibVersion() == 0; }\n")
             try:
                 objs = self.compiler.compile([src], output_dir=tmp, include_dirs=self.include_dirs)
-                self.compiler.link_shared_object(objs, os.path.join(tmp, "probe.so"), libraries=[library],
+                self.compiler.link_shared_object(objs, os.path.join(tmp, "probe.so"), libraries=["z"],
                                                  library_dirs=self.library_dirs)
             except (CompileError, LinkError):
-                return False
-        return True
+                raise PlatformError(f"zlib (zlib.h and -lz), which {ext.name} compresses gzip with, "
+                                    f"is not usable (the compiler's words are above): {ZLIB_HINT}") from None
 
-    def _link_codecs(self, ext: Extension) -> None:
-        wanted = os.environ.get("KPRODUCER_C_CODECS", "").strip()
-        if wanted == "none":
-            return
-        required = {c.strip() for c in wanted.split(",") if c.strip()}
-        unknown = required - C_CODECS.keys()
-        if unknown:
-            raise PlatformError(f"KPRODUCER_C_CODECS: unknown codec(s) {', '.join(sorted(unknown))}; "
-                                f"expected some of {', '.join(C_CODECS)}, or none")
-        missing = []
-        for name, (macro, _, library, _) in C_CODECS.items():
-            if self._has_codec(name):
-                # New lists: the extensions share their macro list (extension()).
-                ext.define_macros = [*ext.define_macros, (macro, "1")]
-                ext.libraries = [*ext.libraries, library]
-            elif name in required:
-                missing.append(name)
-        if missing:
-            raise PlatformError(f"KPRODUCER_C_CODECS: no usable library for {', '.join(missing)} (install "
-                                f"{' '.join(CODEC_PACKAGES[m] for m in missing)}, Debian/Ubuntu)")
+    def _vendored_objects(self) -> list:
+        """The vendored codecs' objects, compiled with VENDOR_COMPILE_ARGS and this build's
+        compiler and CFLAGS. Kept in a directory of build_temp named by the command line, so a
+        switch to or from KPRODUCER_SANITIZE does not reuse objects of the other build, and
+        compiled again only when a file of their codec's directory is newer (the zstd
+        amalgamation alone takes 20 s or more)."""
+        command = repr((self.compiler.compiler_so, VENDOR_COMPILE_ARGS))
+        out = os.path.join(self.build_temp, "vendor-" + hashlib.sha1(command.encode()).hexdigest()[:12])
+        objects = self.compiler.object_filenames(VENDORED_SOURCES, strip_dir=0, output_dir=out)
+        for src, obj in zip(VENDORED_SOURCES, objects):
+            codec_dir = os.path.dirname(src)
+            deps = [os.path.join(codec_dir, f) for f in os.listdir(codec_dir)]
+            if self.force or newer_group(deps, obj, "newer"):
+                self.compiler.compile([src], output_dir=out, debug=self.debug,
+                                      extra_postargs=VENDOR_COMPILE_ARGS)
+        return objects
+
+    def build_extension(self, ext):
+        if "csrc/kp_compress.c" in ext.sources:
+            up_to_date = not (self.force or newer_group(sorted(ext.sources) + ext.depends,
+                                                        self.get_ext_fullpath(ext.name), "newer"))
+            if not up_to_date:
+                # A new list: extra_objects is not shared, but keep a rebuild from adding twice.
+                vendored = self._vendored_objects()
+                ext.extra_objects = [o for o in ext.extra_objects if o not in vendored] + vendored
+        super().build_extension(ext)
 
     def build_extensions(self):
         for ext in self.extensions:
             if "csrc/kp_compress.c" in ext.sources:
-                self._link_codecs(ext)
+                missing = [s for s in VENDORED_SOURCES if not os.path.isfile(s)]
+                if missing:
+                    raise PlatformError(f"the vendored codec sources {', '.join(missing)} are missing: an "
+                                        f"incomplete source tree (csrc/vendor/README.md; "
+                                        f"scripts/update_vendored.sh writes them)")
+                self._check_zlib(ext)
         compiler = getattr(self.compiler, "compiler_so", None)
         ssl_exts = [e for e in self.extensions if "ssl" in e.libraries]
         if compiler and ssl_exts:
@@ -107,38 +140,47 @@ class BuildExt(build_ext):
 
 CSRC = ["csrc/kp_buf.c", "csrc/kp_crc32c.c", "csrc/kp_murmur2.c", "csrc/kp_batch.c", "csrc/kp_frame.c"]
 
-compile_args = ["-std=c11", "-Wall", "-Wextra", "-Wno-unused-function", "-Wno-missing-field-initializers"]
+warning_args = ["-Wall", "-Wextra", "-Wno-unused-function", "-Wno-missing-field-initializers"]
 link_args = []
 macros = []
 if os.environ.get("KPRODUCER_SANITIZE") == "1":
     san = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
-    compile_args += san + ["-O1", "-g"]
+    opt_args = san + ["-O1", "-g"]
     link_args += san
     macros.append(("KP_DEBUG", "1"))
 elif os.environ.get("KPRODUCER_DEBUG") == "1":
-    compile_args += ["-O0", "-g"]
+    opt_args = ["-O0", "-g"]
     macros.append(("KP_DEBUG", "1"))
 else:
-    compile_args += ["-O2"]
+    opt_args = ["-O2"]
+compile_args = ["-std=c11", *warning_args, *opt_args]
+# The vendored codecs: the language their upstream builds use (the compiler's default), the
+# warnings of -Wall only (they build clean with it; -Wextra finds an unused parameter in the
+# snappy port, not ours to change), the same optimisation and sanitizers as the rest.
+VENDOR_COMPILE_ARGS = ["-Wall", *opt_args]
 
 
-def extension(name: str, *sources: str, libraries: tuple = ()) -> Extension:
+def extension(name: str, *sources: str, libraries: tuple = (), extra_macros: tuple = (),
+              depends: tuple = ()) -> Extension:
     return Extension(
         name,
         list(sources),
         include_dirs=["csrc"],
-        define_macros=macros,
+        define_macros=[*macros, *extra_macros],
         extra_compile_args=compile_args,
         extra_link_args=link_args + ["-pthread"],
         libraries=list(libraries),
+        depends=list(depends),
     )
 
 
 extensions = [
     extension("kproducer._codec", "kproducer/_codec.pyx", "csrc/kp_produce.c", *CSRC),
-    # The C codecs (kp_compress.c) are linked by BuildExt as it finds them.
+    # The C codecs (kp_compress.c): every one, zlib from the system and the vendored ones
+    # compiled in by BuildExt (their objects are extra_objects, their files depends).
     extension("kproducer._accumulator", "kproducer/_accumulator.pyx", "csrc/kp_turn.c", "csrc/kp_courier.c",
-              "csrc/kp_compress.c", "csrc/kp_produce.c", *CSRC),
+              "csrc/kp_compress.c", "csrc/kp_produce.c", *CSRC, libraries=("z",),
+              extra_macros=tuple((macro, "1") for macro, _ in C_CODECS.values()), depends=_vendored_files()),
     # TLS is OpenSSL 3 (Debian: libssl-dev to build, libssl3 to run).
     extension("kproducer._net", "kproducer/_net.pyx", "csrc/kp_selector.c", "csrc/kp_tls.c", "csrc/kp_buf.c",
               "csrc/kp_frame.c", libraries=("ssl", "crypto")),

@@ -11,14 +11,17 @@
 #if KP_HAVE_ZLIB
 #include <zlib.h>
 #endif
+/* The vendored codecs (csrc/vendor), by a path relative to this file: a compiler looks a
+ * quoted include up beside the including file first, before any -I or system directory, so a
+ * system's lz4frame.h, zstd.h or snappy-c.h is never taken instead. */
 #if KP_HAVE_LZ4
-#include <lz4frame.h>
+#include "vendor/lz4/lz4frame.h"
 #endif
 #if KP_HAVE_ZSTD
-#include <zstd.h>
+#include "vendor/zstd/zstd.h"
 #endif
 #if KP_HAVE_SNAPPY
-#include <snappy-c.h>
+#include "vendor/snappy/snappy-c.h"
 #endif
 
 struct kp_compressor {

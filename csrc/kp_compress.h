@@ -2,9 +2,10 @@
  * closing a batch (kproducer/_accumulator_parts/compress.pxi): neither holds the GIL while it
  * compresses, so neither can call the Python codecs (cramjam).
  *
- * Each codec is the system's library, linked when the build finds it (setup.py probes for
- * each header and library and defines KP_HAVE_ZLIB, KP_HAVE_LZ4, KP_HAVE_ZSTD,
- * KP_HAVE_SNAPPY). A codec the build did not find is not available: the courier leaves the
+ * gzip is the system's zlib; lz4, zstd and snappy (librdkafka's C port) are vendored in
+ * csrc/vendor/ and compiled in (csrc/vendor/README.md). setup.py defines KP_HAVE_ZLIB,
+ * KP_HAVE_LZ4, KP_HAVE_ZSTD and KP_HAVE_SNAPPY in every build of the module; a codec whose
+ * macro is not defined (a plain-C test's build) is not available: the courier leaves the
  * batches of such a producer to the steps, which compress them with cramjam, the GIL held.
  *
  * The formats are the ones kproducer/compression.py writes, so any Kafka reader takes them:

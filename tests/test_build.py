@@ -1,11 +1,13 @@
 """Build checks: the wheel works without the source tree, the sanitizer build runs the
-codec tests clean, and the plain-C tests in csrc/tests pass (also under sanitizers).
+codec tests clean, the plain-C tests in csrc/tests pass (also under sanitizers), and the
+codecs compiled in are the ones vendored in csrc/vendor, whatever the machine has.
 
 These build real artefacts, so they take a minute or two; they run in CI like the rest.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import subprocess
@@ -26,10 +28,22 @@ def _run(cmd, *, cwd=None, env=None, timeout=900):
 
 
 def _copy_source(dest: Path) -> Path:
+    """The source tree as a fresh clone with the working tree's changes would have it: the
+    files git tracks or would track (nothing it ignores: no build output, venv, wheelhouse or
+    unpacked sysroots), or, outside a git checkout, the tree minus the usual build output."""
     src = dest / "src"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "*.egg-info", "*.so", "_codec.c", "_net.c", "__pycache__",
-        ".hypothesis", ".pytest_cache", "bench-results*"))
+    listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True)
+    if listed.returncode != 0:
+        shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "*.so", "_codec.c", "_net.c", "__pycache__",
+            ".hypothesis", ".pytest_cache", "bench-results*", "wheelhouse", ".release-check"))
+        return src
+    for name in listed.stdout.split("\0"):
+        path = ROOT / name
+        if name and path.is_file():         # a tracked file deleted in the working tree is not
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, src / name)
     return src
 
 
@@ -132,12 +146,96 @@ def test_sanitizer_build_runs_codec_tests_clean(tmp_path):
     assert "cycles done" in leaks.stdout
 
 
+VENDOR = ROOT / "csrc" / "vendor"
+# The vendored sources setup.py compiles (setup.py: C_CODECS).
+VENDORED_SOURCES = ["lz4/lz4.c", "lz4/lz4frame.c", "lz4/lz4hc.c", "lz4/xxhash.c", "zstd/zstd.c",
+                    "snappy/snappy.c", "snappy/snappy-c.c"]
+# Every header a vendored source or kp_compress.c includes from csrc/vendor, by name.
+VENDORED_HEADERS = ["lz4.h", "lz4frame.h", "lz4frame_static.h", "lz4hc.h", "xxhash.h", "zstd.h",
+                    "zstd_errors.h", "snappy-c.h", "snappy.h", "snappy_compat.h", "rd.h",
+                    "rdkafka_int.h", "rdendian.h"]
+
+
+def _vendored_versions() -> dict:
+    """csrc/vendor/VERSIONS: codec -> (Debian source package, Debian version, upstream version)."""
+    out = {}
+    for line in (VENDOR / "VERSIONS").read_text().splitlines():
+        fields = line.split()
+        if fields and not fields[0].startswith("#"):
+            out[fields[0]] = tuple(fields[1:4])
+    return out
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _defined_in(lib: ctypes.CDLL, symbol: str) -> str:
+    """The file whose code ``symbol`` (as ``lib``'s lookups resolve it) lies in (dladdr(3))."""
+    try:
+        dladdr = ctypes.CDLL(None).dladdr          # glibc >= 2.34: in libc
+    except AttributeError:
+        dladdr = ctypes.CDLL("libdl.so.2").dladdr
+    dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    info = _DlInfo()
+    assert dladdr(ctypes.cast(getattr(lib, symbol), ctypes.c_void_p), ctypes.byref(info)), symbol
+    return os.path.realpath(info.dli_fname.decode())
+
+
+def test_the_extension_compresses_with_the_vendored_codecs():
+    """kproducer._accumulator has the codecs of csrc/vendor inside: lz4 and zstd report the
+    versions csrc/vendor/VERSIONS names, and every codec's entry points (snappy's: librdkafka's
+    C port under kproducer's Google-style interface) are code of the module's own file, not
+    of a system liblz4, libzstd or libsnappy, installed here or not."""
+    import kproducer._accumulator as acc
+
+    path = os.path.realpath(acc.__file__)
+    lib = ctypes.CDLL(path)         # the module already loaded: the same handle
+    versions = _vendored_versions()
+    assert sorted(versions) == ["lz4", "snappy", "zstd"], versions
+
+    def number(version: str) -> int:
+        major, minor, release = (int(x) for x in version.split("."))
+        return major * 100 * 100 + minor * 100 + release
+
+    assert lib.LZ4_versionNumber() == number(versions["lz4"][2]), versions["lz4"]
+    assert lib.ZSTD_versionNumber() == number(versions["zstd"][2]), versions["zstd"]
+    for symbol in ("LZ4_versionNumber", "LZ4F_compressBegin", "LZ4F_compressUpdate", "LZ4_compress_HC",
+                   "ZSTD_versionNumber", "ZSTD_compressCCtx", "snappy_compress",
+                   "rd_kafka_snappy_compress_iov"):
+        assert _defined_in(lib, symbol) == path, symbol
+
+
+def test_the_vendored_headers_win_over_any_on_the_include_path(tmp_path):
+    """kp_compress.c and the vendored sources read the codecs' headers of csrc/vendor even with
+    other copies ahead of them on the include path (a system's liblz4-dev, or -I in CFLAGS):
+    with headers of those names that stop the compiler put first (-iquote and -I), each still
+    preprocesses, and every codec header it reads is csrc/vendor's."""
+    poison = tmp_path / "poison"
+    poison.mkdir()
+    for name in VENDORED_HEADERS:
+        (poison / name).write_text(f'#error "{name} from the include path, not from csrc/vendor"\n')
+    defines = [f"-D{m}=1" for m in ("KP_HAVE_ZLIB", "KP_HAVE_LZ4", "KP_HAVE_ZSTD", "KP_HAVE_SNAPPY")]
+    for src in ["csrc/kp_compress.c", *(f"csrc/vendor/{s}" for s in VENDORED_SOURCES)]:
+        deps = tmp_path / (Path(src).name + ".d")
+        _run(["gcc", "-M", "-MF", str(deps), f"-iquote{poison}", f"-I{poison}", f"-I{ROOT / 'csrc'}",
+              *defines, str(ROOT / src)])
+        read = [Path(p) for p in deps.read_text().replace("\\\n", " ").split()[1:]]
+        codec_headers = [p for p in read if p.name in VENDORED_HEADERS]
+        # The zstd amalgamation reads none: its headers are inlined.
+        assert codec_headers or src.endswith("zstd/zstd.c"), src
+        assert all(p.resolve().is_relative_to(VENDOR) for p in codec_headers), (src, codec_headers)
+        if src == "csrc/kp_compress.c":
+            assert {"lz4frame.h", "zstd.h", "snappy-c.h"} <= {p.name for p in codec_headers}, codec_headers
+
+
 # The C files each plain-C test links besides its own csrc/kp_<unit>.c.
 C_UNIT_DEPS = {
     "crc32c": [],
     "produce": [],
     # The courier with a fake selector: batches, the Produce encoder, the turn's counters, the
-    # C codecs (gzip: zlib, which .ci/run installs with the other codecs' headers).
+    # C codecs (gzip alone: the system's zlib; the vendored ones need not be linked).
     "courier": ["produce", "batch", "buf", "crc32c", "turn", "compress"],
 }
 # (defines, libraries) of a plain-C test.
