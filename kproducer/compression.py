@@ -2,10 +2,10 @@
 
 One place decides how each codec is produced and read, shared by the compiled
 codec and its pure-Python reference twin, so both emit identical bytes.
-The codecs come from cramjam (one well-kept wheel carrying gzip, snappy, lz4
+The codecs here come from cramjam (one well-kept wheel carrying gzip, snappy, lz4
 and zstd without system libraries). The producer's own batches are compressed
-in C without the GIL (csrc/kp_compress.c: the same formats and levels, by the
-system's libraries) where the build has the codec, and here where it has not.
+in C without the GIL (csrc/kp_compress.c: the same formats and levels, with zlib
+and the codecs every build compiles from csrc/vendor).
 
 - gzip: a gzip member (RFC 1952), as Java's GZIPOutputStream writes.
 - snappy: written as one raw snappy block, which Java's and librdkafka's readers
