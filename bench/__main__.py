@@ -1,39 +1,52 @@
 """``python -m bench``: kproducer against its peers, every run verified.
 
-With no arguments it starts an embedded broker (``kproducer.testing.TansuBroker``, a fresh
-one per scenario) and runs the whole matrix of :mod:`bench.scenarios`: for each producer
-scenario, kproducer's ``send()`` loop and ``send_many``, confluent-kafka's produce/poll loop
-and ``produce_batch``, kafka-python and aiokafka (each when installed, each in its own
-process on its own fresh topic, same records, same settings), and in the scenarios with a
-throughput target the broker's ceiling (:mod:`bench.ceiling`: the same records in requests
-encoded before the clock, what the broker takes when the client does no work); the Spark scenario
-(``write_kafka`` against confluent-kafka's ``foreachPartition`` and ``mapInPandas``
-recipes) when pyspark is installed; and the encode and CRC-32C microbenchmarks
-(:mod:`bench.micro`); and the asyncio scenario (:mod:`bench.aio`: kproducer's AIOProducer
-against aiokafka and confluent-kafka's asyncio producer, records/s and acknowledgement
-latency); and on librdkafka's mock cluster of three brokers (:mod:`bench.failover`, whatever
-``--bootstrap-servers`` says) kproducer against confluent-kafka through failover (leaders move,
-a leader's broker goes down and comes back: recovery times) and long round trips (0-500 ms:
-records/s). Every producer run is read back and checked record by record: a run
-that lost or duplicated records is FAILED, not timed, and the exit status is then 1.
+Views (``scenarios.View``): with no arguments the **headline view**, what users meet, each client
+at its own defaults: the ``defaults`` scenario (kproducer's ``send()`` loop and ``send_many``
+against confluent-kafka's produce/poll loop and ``produce_batch``, kafka-python and aiokafka,
+beside the broker's ceiling), the ``latency`` scenario at one rate (10,000/s, the application
+busy between sends, the broker on a CPU of its own) and the Spark data source against the
+confluent ``mapInPandas`` recipe (the JVM warmed up first): 3 to 5 minutes on 2 cores, the
+more the busier the machine is otherwise.
 
-Outputs, in ``--output DIR`` (default ``bench-results/<timestamp>``): ``results.md`` (the
-table, also printed), ``results.json`` (every figure, every run's settings, the
-environment) and ``results.png`` (records/s per scenario and client).
+``--full`` runs the whole suite: against an embedded broker (``kproducer.testing.TansuBroker``, a
+fresh one per scenario), each producer scenario of :mod:`bench.scenarios` for kproducer's
+``send()`` loop and ``send_many``, confluent-kafka's produce/poll loop and ``produce_batch``,
+kafka-python and aiokafka (each when installed, each in its own process on its own fresh topic,
+same records, same settings), and in the scenarios with a throughput target the broker's ceiling
+(:mod:`bench.ceiling`: the same records in requests encoded before the clock, what the broker
+takes when the client does no work); the whole latency scenario (:mod:`bench.latency`); the
+Spark scenario (``write_kafka`` and the data source against confluent-kafka's
+``foreachPartition`` and ``mapInPandas`` recipes) when pyspark is installed; the encode and
+CRC-32C microbenchmarks (:mod:`bench.micro`); the asyncio scenario (:mod:`bench.aio`); and on
+librdkafka's mock cluster of three brokers (:mod:`bench.failover`, whatever
+``--bootstrap-servers`` says) kproducer against confluent-kafka through failover (recovery
+times) and long round trips (0-500 ms: records/s, confluent-kafka at its defaults and with
+idempotence). ``--scenarios`` runs the named ones as the full suite has them. Every producer
+run is read back and checked record by record: a run that lost or duplicated records is
+FAILED, not timed, and the exit status is then 1. A progress bar on stderr shows the run now,
+runs done of the total, the time elapsed and an estimate of the time left.
 
-    python -m bench [--quick] [--scenarios base,lz4,spark,...] [--bootstrap-servers HOST:PORT]
-                    [--output DIR] [--repeat K] [--records N] [--spark-rows N]
+Outputs, in ``--output DIR`` (default ``bench-results/<timestamp>``): ``results.md`` (one table
+per view first, also printed; then the details and the environment), ``results.json`` (every
+figure, every run's settings, the environment) and ``results.png`` (records/s per scenario and
+client). ``scripts/performance_table.py DIR`` puts the tables into docs/performance.md.
 
-The full run takes about 20 minutes on 2 cores (failover and rtt about 4 of them);
-``--quick`` (a few scenarios, small sizes, a tiny Spark run, no repeats, not failover and
-rtt: ``--quick --scenarios failover,rtt`` runs them in a fraction of a second of load and one
-round trip) about a minute. Sizes: 1,000,000 records per client for
-10 B and 100 B values (750,000 for 1 KiB), a tenth of that for the pure-Python kafka-python
-and aiokafka (compared by rate), 2,000,000 Spark rows; every run three times, round-robin
-over the clients, the fastest verified run kept (the machine is shared with the broker, and
-noisy); the latency scenario's rows three times as well, each figure the median of the runs;
-failover: 3 rounds of a 6 s load at 5,000 records/s per client; rtt: 300,000 records of 100 B
-per client and round trip (0, 50, 150, 500 ms), best of 3.
+    python -m bench [--full | --quick [--headline]] [--scenarios base,lz4,spark,...]
+                    [--bootstrap-servers HOST:PORT] [--output DIR] [--repeat K] [--records N]
+                    [--spark-rows N]
+
+The headline view takes 3 to 5 minutes on 2 cores; ``--full`` about 40 (failover and rtt about
+5 of them); ``--quick`` (a few scenarios, small sizes, a tiny Spark run, no repeats, not failover
+and rtt: ``--quick --scenarios failover,rtt`` runs them in a fraction of a second of load and one
+round trip) a few minutes, ``--quick --headline`` the headline view at those sizes. Sizes of the
+full suite: 1,000,000 records per client for 10 B and 100 B values (750,000 for 1 KiB), a tenth
+of that for the pure-Python kafka-python and aiokafka (compared by rate), 2,000,000 Spark rows,
+latency runs of 5 s (the headline view: 500,000 records, 500,000 Spark rows, latency runs of
+4 s: ``scenarios.HEADLINE``); every run three times, round-robin over the clients, the fastest
+verified run kept (the machine is shared with the broker, and noisy); the latency scenario's
+rows three times as well, each figure the median of the runs; failover: 3 rounds of a 6 s load
+at 5,000 records/s per client; rtt: 300,000 records of 100 B per client and round trip (0, 50,
+150, 500 ms), best of 3.
 """
 
 from __future__ import annotations
@@ -51,9 +64,18 @@ KNOWN_CLIENTS = (*clients.CLIENTS, ceiling.CLIENT)
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true",
-                    help=f"scenarios {', '.join(scenarios.QUICK_NAMES)} at small sizes "
-                         f"(under two minutes)")
+    views = ap.add_mutually_exclusive_group()
+    views.add_argument("--full", action="store_true",
+                       help=f"the whole suite: {', '.join(scenarios.ALL_NAMES)} (about 40 "
+                            f"minutes on 2 cores)")
+    views.add_argument("--quick", action="store_true",
+                       help=f"scenarios {', '.join(scenarios.QUICK_NAMES)} at small sizes "
+                            f"(a few minutes; for tests)")
+    ap.add_argument("--headline", action="store_true",
+                    help="the headline view (the default: "
+                         f"{', '.join(scenarios.HEADLINE_NAMES)}, each client at its own "
+                         "defaults, one latency rate, the Spark data source); with --quick at "
+                         "its small sizes")
     ap.add_argument("--scenarios", type=lambda s: [p for p in s.split(",") if p],
                     help=f"comma-separated names or globs, from: {', '.join(scenarios.ALL_NAMES)}")
     ap.add_argument("--clients", type=lambda s: [p.strip() for p in s.split(",") if p.strip()],
@@ -74,8 +96,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="batch size in bytes for every client (default 1000000, librdkafka's)")
     ap.add_argument("--linger-ms", type=int, default=5, help="linger.ms for every client (5)")
     args = ap.parse_args(argv)
+    if args.headline and (args.full or args.scenarios):
+        ap.error("--headline runs the headline view's scenarios: not with --full or --scenarios")
+    args.view = scenarios.view_for(args.full, args.quick, args.headline, bool(args.scenarios))
     if args.repeat is None:
-        args.repeat = 1 if args.quick else 3
+        args.repeat = args.view.repeat
     if args.repeat < 1 or args.partitions < 1 or args.batch_size < 1:
         ap.error("--repeat, --partitions and --batch-size must be at least 1")
     if args.clients:
@@ -83,7 +108,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         if unknown:
             ap.error(f"--clients: unknown {unknown}; known: {', '.join(KNOWN_CLIENTS)}")
     try:
-        args.names = scenarios.select(args.scenarios, args.quick)
+        args.names = scenarios.select(args.scenarios, args.view)
     except ValueError as exc:
         ap.error(str(exc))
     return args
@@ -93,7 +118,8 @@ def main(argv=None) -> int:
     from bench.environment import describe
 
     args = parse_args(argv)
-    sizes = scenarios.QUICK if args.quick else scenarios.FULL
+    view = args.view
+    sizes = view.sizes
     if args.records:
         sizes = dataclasses.replace(sizes, records=args.records,
                                     records_1kib=max(1000, args.records * 3 // 4))
@@ -105,9 +131,11 @@ def main(argv=None) -> int:
 
     cluster_label = runner.Cluster(args.bootstrap_servers, args.partitions).describe()
     env = describe(cluster_label, with_java=scenarios.SPARK in args.names)
-    print(f"kproducer benchmark: {', '.join(args.names)} "
-          f"({'quick' if args.quick else 'full'} run) -> {out_dir}", flush=True)
-    results = runner.run(args, args.names, sizes, env)
+    view_label = view.name if not args.scenarios else (
+        "selected scenarios" + (", quick sizes" if args.quick else ""))
+    args.view_label = view_label
+    print(f"kproducer benchmark, {view_label}: {', '.join(args.names)} -> {out_dir}", flush=True)
+    results = runner.run(args, args.names, sizes, env, view)
 
     summary = report.summarize(results["runs"])
     producer_names = [n for n in args.names if n not in scenarios.SPECIAL_NAMES]
@@ -115,14 +143,16 @@ def main(argv=None) -> int:
         "started_at": started.isoformat(timespec="seconds"),
         "command": ["python", "-m", "bench", *(sys.argv[1:] if argv is None else argv)],
         "environment": env,
-        "parameters": {"quick": args.quick, "scenarios": args.names, "repeat": args.repeat,
+        "parameters": {"view": view_label, "view_parts": view.as_dict(),
+                       "quick": args.quick, "scenarios": args.names, "repeat": args.repeat,
                        "partitions": args.partitions, "batch_size": args.batch_size,
                        "linger_ms": args.linger_ms, "sizes": dataclasses.asdict(sizes),
                        "reference_client": clients.REFERENCE},
         "scenarios": {**{n: scenarios.by_name(n).as_dict() for n in producer_names},
-                      **({scenarios.SPARK: {"description": "kproducer.spark.write_kafka vs "
-                          "confluent-kafka foreachPartition and mapInPandas recipes, 100 B values, "
-                          "keyed, acks=1, idempotence off, local[2]"}}
+                      **({scenarios.SPARK: {"description": ", ".join(view.spark_recipes)
+                          + ": kproducer's recipes at their defaults (the data source) or given "
+                          "acks=1 and idempotence off (write_kafka), the confluent-kafka recipes "
+                          "acks=1, idempotence off; 100 B values, keyed, local[2]"}}
                          if scenarios.SPARK in args.names else {}),
                       **({scenarios.ASYNCIO: {"description": "kproducer.aio.AIOProducer vs "
                           "aiokafka and confluent-kafka's asyncio producer, 100 B values, keyed, "
@@ -134,16 +164,21 @@ def main(argv=None) -> int:
                           f"keyed records at {failover.RATE:,}/s while leaders move and a "
                           "leader's broker goes down and comes back; recovery per partition "
                           "(bench/failover.py)",
-                          "settings": {c: failover.shown_settings(c) for c in failover.CLIENTS},
-                          "defaults": failover.DEFAULTS_NOTE}}
+                          "settings": {c: failover.shown_settings(c)
+                                       for c in failover.FAILOVER_CLIENTS},
+                          "defaults": {c: failover.DEFAULTS_NOTE[c]
+                                       for c in failover.FAILOVER_CLIENTS}}}
                          if scenarios.FAILOVER in args.names else {}),
                       **({scenarios.RTT: {"description": "kproducer vs confluent-kafka on "
                           "librdkafka's mock cluster of 3 brokers answering every request "
                           f"{', '.join(map(str, sizes.rtt_ms))} ms late: records/s of "
-                          f"{sizes.rtt_records:,} keyed records of {failover.VALUE_SIZE} B "
+                          f"{sizes.rtt_records:,} keyed records of {failover.VALUE_SIZE} B; "
+                          "confluent-kafka at its defaults and with idempotence "
                           "(bench/failover.py)",
-                          "settings": {c: failover.shown_settings(c) for c in failover.CLIENTS},
-                          "defaults": failover.DEFAULTS_NOTE}}
+                          "settings": {c: failover.shown_settings(c)
+                                       for c in failover.RTT_CLIENTS},
+                          "defaults": {c: failover.DEFAULTS_NOTE[c]
+                                       for c in failover.RTT_CLIENTS}}}
                          if scenarios.RTT in args.names else {})},
         "clients": {c: {"distribution": clients.DISTRIBUTION[c],
                         "version": env["versions"].get(clients.DISTRIBUTION[c]),
@@ -190,30 +225,15 @@ def main(argv=None) -> int:
         report.latency_chart(results["latency"], os.path.join(out_dir, "latency.png"))
 
     print()
-    print("\n".join(report.producer_table(summary)))
-    if results["latency"]:
-        print()
-        print("\n".join(report.latency_table(results["latency"])))
-    if results["asyncio"]:
-        print()
-        print("\n".join(report.asyncio_table(results["asyncio"])))
-    if results["failover"]:
-        print()
-        print("\n".join(report.failover_tables(results["failover"])))
-    if results["rtt"]:
-        print()
-        print("\n".join(report.rtt_table(results["rtt"])))
+    print("\n".join(report.view_sections(doc)).rstrip())
     if results["micro"]:
         print()
         print("\n".join(report.micro_tables(results["micro"])))
     print()
-    print(f"Done in {results['elapsed_s'] / 60:.1f} min. Results: "
-          + ", ".join(paths.values()))
+    print(f"Done in {results['elapsed_s'] / 60:.1f} min. Results (the details, every run, "
+          f"the environment): " + ", ".join(paths.values()))
     if results["broker_errors"]:
         print(f"Broker logged errors: {results['broker_errors']}")
-    print()
-    for line in report.ratio_lines(doc["ratios"]):
-        print(line)
     if doc["failed"]:
         print()
         print(f"VERIFICATION FAILED ({len(doc['failed'])}):")

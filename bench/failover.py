@@ -5,9 +5,13 @@ JSON line.
 The cluster is :class:`kproducer.testing.mock_cluster.MockCluster`: three brokers that are
 threads of the client's own process (a fresh cluster for every run, so no run inherits another's
 state), one topic of 6 partitions with replication 3, partition p led by broker p % 3 + 1 at
-the start. Each client is at its defaults, given the broker address only; confluent-kafka is
-also given ``enable.idempotence=true``, kproducer's default (each row's ``settings`` says what
-was given, ``DEFAULTS_NOTE`` what stays in force). Before the clock each client has one record
+the start. Each client is at its defaults, given the broker address only; in ``failover``
+confluent-kafka is also given ``enable.idempotence=true``, kproducer's default (without it
+librdkafka may reorder or duplicate a key's records on a retry, which the run's check fails);
+``rtt`` runs confluent-kafka both ways, at its real defaults (no idempotence: "confluent-kafka
+(defaults)") and with idempotence ("confluent-kafka (idempotent)"), and reports kproducer's
+ratio to each (each row's ``settings`` says what was given, ``DEFAULTS_NOTE`` what stays in
+force). Before the clock each client has one record
 per partition acknowledged (failover: on a warm-up topic of its own, so that the measured topic
 holds the load alone; rtt: on the measured topic), so connections to every broker and the
 producer id are in place.
@@ -65,12 +69,22 @@ WARMUP_TOPIC = "bench-warm-up"
 WARMUP_VALUE = b"warm-up"
 
 KPRODUCER = "kproducer"
-CONFLUENT = "confluent-kafka"
-CLIENTS = (KPRODUCER, CONFLUENT)
+# confluent-kafka with enable.idempotence=true (kproducer's default), and at its own defaults.
+CONFLUENT = "confluent-kafka (idempotent)"
+CONFLUENT_DEFAULTS = "confluent-kafka (defaults)"
+CLIENTS = (KPRODUCER, CONFLUENT_DEFAULTS, CONFLUENT)
+# failover: like for like only (librdkafka without idempotence does not keep a key's order
+# across retries, which the run's check would fail); rtt: confluent-kafka both ways.
+FAILOVER_CLIENTS = (KPRODUCER, CONFLUENT)
+RTT_CLIENTS = (KPRODUCER, CONFLUENT_DEFAULTS, CONFLUENT)
 REFERENCE = CONFLUENT
-DISTRIBUTION = {KPRODUCER: "kproducer", CONFLUENT: "confluent-kafka"}
+# The rtt scenario's ratios: kproducer's records/s over each of these.
+RTT_REFERENCES = (CONFLUENT_DEFAULTS, CONFLUENT)
+DISTRIBUTION = {KPRODUCER: "kproducer", CONFLUENT: "confluent-kafka",
+                CONFLUENT_DEFAULTS: "confluent-kafka"}
 # The producer client of bench.clients each one is (--clients).
-USES = {KPRODUCER: "kproducer send()", CONFLUENT: "confluent produce/poll"}
+USES = {KPRODUCER: "kproducer send()", CONFLUENT: "confluent produce/poll",
+        CONFLUENT_DEFAULTS: "confluent produce/poll"}
 
 # The failover load: records/s, keys (round robin, ten per partition on average) and the
 # length of the load whose fault times fault_plan scales.
@@ -87,12 +101,14 @@ RECOVERY_FAULTS = (MOVE, DOWN, MOVE_BACK)     # the faults that take leaders fro
 
 
 def settings(client: str, bootstrap: str) -> dict:
-    """What ``client`` is given, in its own names: the broker address (and idempotence for
-    confluent-kafka, kproducer's default)."""
+    """What ``client`` is given, in its own names: the broker address (and, for the
+    idempotent confluent-kafka, idempotence, kproducer's default)."""
     if client == KPRODUCER:
         return {"bootstrap_servers": bootstrap}
     if client == CONFLUENT:
         return {"bootstrap.servers": bootstrap, "enable.idempotence": True}
+    if client == CONFLUENT_DEFAULTS:
+        return {"bootstrap.servers": bootstrap}
     raise ValueError(f"unknown client {client!r}")
 
 
@@ -112,6 +128,11 @@ DEFAULTS_NOTE = {
                "retry.backoff.ms 100 (max 1000), reconnect.backoff.ms 100 (max 10000), "
                "topic.metadata.refresh.fast.interval.ms 100, request.timeout.ms 30000, "
                "message.timeout.ms 300000 (librdkafka 2.16)",
+    CONFLUENT_DEFAULTS: "acks=all, idempotence off, linger.ms 5, batch.size 1 MB, "
+                        "batch.num.messages 10000, max.in.flight 1000000, "
+                        "queue.buffering.max.messages 100000, retry.backoff.ms 100 (max 1000), "
+                        "reconnect.backoff.ms 100 (max 10000), request.timeout.ms 30000, "
+                        "message.timeout.ms 300000 (librdkafka 2.16)",
 }
 
 
@@ -524,8 +545,11 @@ def run_rtt(spec: dict) -> dict:
         check = check_read_back(mc.bootstrap, TOPIC, n, warmups=PARTITIONS)
     finally:
         mc.close()
+    # process_time() counts every thread of this process: the client's and the mock
+    # brokers' (they are threads here too), so the CPU per record carries the mock's share.
     return {"seconds": seconds, "records_per_s": n / seconds,
-            "process_cpu_seconds": cpu, "verify": check, "client_stats": stats}
+            "process_cpu_seconds": cpu, "cpu_us_per_record": cpu / n * 1e6, "verify": check,
+            "client_stats": stats}
 
 
 def run(spec: dict) -> dict:

@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -31,32 +32,105 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # ---- progress -----------------------------------------------------------------------------
 
 class Progress:
-    """One status line on stderr: steps done of the total, elapsed time, what runs now.
-    Rewritten in place on a terminal; one line per step otherwise (logs, CI)."""
+    """A progress bar on stderr: the view, what runs now (scenario, client), runs done of the
+    total, the time elapsed and an estimate of the time left.
 
-    def __init__(self, total: int):
+    Each step carries an estimate of its seconds (:func:`estimate`, rough figures of a 2-core
+    machine); the time left is the estimates still to come scaled by how the steps done so far
+    compared with theirs, so a slower machine's estimate stretches after the first steps. On a
+    terminal the line is rewritten in place, once a second meanwhile (a Spark step lasts a
+    minute); otherwise one line per step (logs, CI)."""
+
+    def __init__(self, total: int, view: str = "", estimate_s: float | None = None,
+                 stream=None):
         self.total, self.done, self.started = total, 0, time.monotonic()
-        self.tty = sys.stderr.isatty()
+        self.view = view
+        self.estimate_s = estimate_s if estimate_s is not None else float(total)
+        self.done_estimate = 0.0
+        self.label = ""
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker = None
+        if self.tty:
+            self._ticker = threading.Thread(target=self._tick, name="bench-progress", daemon=True)
+            self._ticker.start()
 
-    def show(self, label: str) -> None:
-        elapsed = int(time.monotonic() - self.started)
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            self._draw()
+
+    def left_s(self, now: float | None = None) -> float:
+        """Seconds left, estimated: the steps to come at the pace of those done."""
+        elapsed = (now if now is not None else time.monotonic()) - self.started
+        to_come = max(0.0, self.estimate_s - self.done_estimate)
+        if self.done_estimate > 0 and elapsed > 0:
+            return to_come * elapsed / self.done_estimate
+        return max(0.0, self.estimate_s - elapsed)
+
+    def line(self, now: float | None = None) -> str:
+        now = now if now is not None else time.monotonic()
+        elapsed = now - self.started
         width = 24
         filled = width * self.done // max(self.total, 1)
-        line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
-                f"{elapsed // 60}:{elapsed % 60:02d}  {label}")
-        if self.tty:
-            sys.stderr.write("\r\033[K" + line[:150])
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+        left = "" if self.done >= self.total else f", ~{_clock(self.left_s(now))} left"
+        where = f"{self.view} · " if self.view else ""
+        return (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} runs, "
+                f"{_clock(elapsed)} elapsed{left}  {where}{self.label}")
 
-    def step(self) -> None:
+    def _draw(self) -> None:
+        with self._lock:
+            text = self.line()
+            if self.tty:
+                self.stream.write("\r\033[K" + text[:160])
+            else:
+                self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def show(self, label: str) -> None:
+        self.label = label
+        self._draw()
+
+    def step(self, estimate_s: float = 1.0) -> None:
+        """One run done; ``estimate_s``: what :func:`estimate` gave it."""
         self.done += 1
+        self.done_estimate += estimate_s
 
     def close(self) -> None:
-        self.show("done")
+        self._stop.set()
+        self.label = "done"
+        self._draw()
         if self.tty:
-            sys.stderr.write("\n")
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds + 0.5)
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def estimate(kind: str, records: int = 0, seconds: float = 0.0, runs: int = 1) -> float:
+    """Rough seconds of one step on a 2-core machine (process start, data, the run, the
+    read-back), for the progress bar's time left only."""
+    if kind == "producer":
+        return 2.5 + records / 200_000
+    if kind == "slow producer":          # kafka-python, aiokafka
+        return 2.0 + records / 40_000
+    if kind == "latency":
+        return 2.0 + seconds
+    if kind == "asyncio":
+        return 3.0 + records / 150_000
+    if kind == "failover":
+        return 4.0 + seconds
+    if kind == "rtt":
+        return 4.0 + records / 60_000
+    if kind == "spark":                  # the JVM, the warm-up passes, the runs, read-backs
+        return 60.0 + runs * (1.0 + records / 100_000)
+    if kind == "micro":
+        return 40.0 if records > 50_000 else 5.0
+    raise ValueError(kind)
 
 
 # ---- brokers and topics -------------------------------------------------------------------
@@ -321,36 +395,51 @@ def producer_runs(cluster: Cluster, scenario, names: list[str], sizes, args,
         for client in alternating(names, rep):
             n = sizes.for_client(scenario, client in clients.SLOW_CLIENTS)
             progress.show(f"{scenario.name}: {client}, {n:,} records"
-                          + (f" (repeat {rep + 1})" if args.repeat > 1 else ""))
+                          + (f" (round {rep + 1} of {args.repeat})" if args.repeat > 1 else ""))
             try:
                 row = producer_run(cluster, scenario, client, n, args, rep)
             except Exception as exc:   # e.g. the topic could not be created
                 row = {"scenario": scenario.name, "client": client, "rep": rep, "records": n,
                        "ok": False, "error": f"{type(exc).__name__}: {exc}"}
             rows.append(row)
-            progress.step()
+            progress.step(producer_estimate(client, n))
             if not row["ok"]:
                 print(f"\nFAILED {scenario.name} / {client}: {row['error']}", file=sys.stderr)
     return rows
 
 
+def producer_estimate(client: str, records: int) -> float:
+    return estimate("slow producer" if client in clients.SLOW_CLIENTS else "producer", records)
+
+
+def latency_placements(cluster: Cluster, wanted=None) -> tuple:
+    """The placements a latency row runs in: ``wanted`` (None: every one of
+    :data:`bench.latency.PLACEMENTS`) where the machine has them; shared where it has no
+    split (one CPU, a given cluster)."""
+    split = cluster.cpu_split()
+    have = latency.PLACEMENTS if split else (latency.SHARED,)
+    chosen = tuple(p for p in (wanted or latency.PLACEMENTS) if p in have)
+    return chosen or (latency.SHARED,)
+
+
 def latency_runs(cluster: Cluster, names: list[str], seconds: float, repeat: int,
-                 progress) -> list[dict]:
+                 progress, plan=latency.PLAN, placements=None) -> list[dict]:
     """Each (rate, loop) of :data:`bench.latency.PLAN` in each placement
     (:data:`bench.latency.PLACEMENTS`: the broker on CPUs of its own, then sharing the clients';
     shared only where :meth:`Cluster.cpu_split` finds no split), ``repeat`` times for every
-    client, the clients' order alternating from one run to the next; each row and placement
+    client, the clients' order alternating from one run to the next (``plan`` and
+    ``placements``: the view's part of them, :class:`bench.scenarios.View`); each row and placement
     on a fresh broker (:meth:`Cluster.fresh_broker`: the last rows ran on a broker that the
     earlier rows' idempotent producers had slowed), each run on a fresh topic, read back. A
     row's repeats run back to back, so a drift of the machine over the scenario hits every
     client of a row alike (the report takes each figure's median,
     :func:`bench.report.latency_summary`)."""
     split = cluster.cpu_split()
-    placements = latency.PLACEMENTS if split else (latency.SHARED,)
+    placements = latency_placements(cluster, placements)
     rows = []
     turn = 0
     first = True
-    for rate, loop in latency.PLAN:
+    for rate, loop in plan:
         for placement in placements:
             if not first:
                 cluster.fresh_broker()
@@ -376,7 +465,7 @@ def _latency_run(cluster: Cluster, client: str, rate: int, loop: str, placement:
     where = f", CPU {latency.cpu_list(cpus)}" if cpus else ""
     progress.show(f"latency: {client}, {f'{rate:,}/s' if rate else 'unpaced'}, {loop} loop, "
                   f"{placement}{where}, {n:,} records"
-                  + (f" (repeat {rep + 1})" if repeat > 1 else ""))
+                  + (f" (round {rep + 1} of {repeat})" if repeat > 1 else ""))
     topic = cluster.new_topic(f"latency-{client}")
     spec = {"client": client, "bootstrap": cluster.bootstrap, "topic": topic, "rate": rate,
             "loop": loop, "seconds": seconds, "cpus": cpus}
@@ -385,7 +474,7 @@ def _latency_run(cluster: Cluster, client: str, rate: int, loop: str, placement:
            "error": None}
     _client_run(cluster, "bench.latency", spec, row, n, timeout=120 + 4 * seconds)
     cluster.drop_topic(topic)
-    progress.step()
+    progress.step(estimate("latency", seconds=seconds))
     if not row["ok"]:
         print(f"\nFAILED latency / {client} / {rate} / {loop} / {placement}: {row['error']}",
               file=sys.stderr)
@@ -411,7 +500,7 @@ def asyncio_runs(cluster: Cluster, names: list[str], sizes, repeat: int, progres
         for client in alternating(names, rep):
             n = sizes.for_client(scenarios.BASE, client in aio.SLOW_CLIENTS)
             progress.show(f"asyncio: {client}, {n:,} records, {aio.TASKS} tasks"
-                          + (f" (repeat {rep + 1})" if repeat > 1 else ""))
+                          + (f" (round {rep + 1} of {repeat})" if repeat > 1 else ""))
             row = {"scenario": scenarios.ASYNCIO, "client": client, "rep": rep, "records": n,
                    "ok": False, "error": None}
             try:
@@ -419,7 +508,7 @@ def asyncio_runs(cluster: Cluster, names: list[str], sizes, repeat: int, progres
             except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {exc}"
                 rows.append(row)
-                progress.step()
+                progress.step(estimate("asyncio", n))
                 continue
             row["topic"] = topic
             spec = {"client": client, "bootstrap": cluster.bootstrap, "topic": topic,
@@ -427,7 +516,7 @@ def asyncio_runs(cluster: Cluster, names: list[str], sizes, repeat: int, progres
             _client_run(cluster, "bench.aio", spec, row, n, timeout=120 + n / 2000)
             cluster.drop_topic(topic)
             rows.append(row)
-            progress.step()
+            progress.step(estimate("asyncio", n))
             if not row["ok"]:
                 print(f"\nFAILED asyncio / {client}: {row['error']}", file=sys.stderr)
         rows.append(_loop_alone(cluster, sizes, rep, progress))
@@ -444,7 +533,7 @@ def _loop_alone(cluster: Cluster, sizes, rep: int, progress) -> dict:
     spec = {"client": aio.LOOP_ONLY, "bootstrap": "", "topic": "none", "records": n,
             "tasks": aio.TASKS, "window": aio.WINDOW}
     _client_run(cluster, "bench.aio", spec, row, n, timeout=120 + n / 2000, read_back=False)
-    progress.step()
+    progress.step(estimate("asyncio", n))
     if not row["ok"]:
         print(f"\nFAILED asyncio / {aio.LOOP_ONLY}: {row['error']}", file=sys.stderr)
     return row
@@ -452,10 +541,12 @@ def _loop_alone(cluster: Cluster, sizes, rep: int, progress) -> dict:
 
 # ---- the mock cluster's scenarios: failover and rtt ----------------------------------------
 
-def mock_clients(args) -> list[str]:
-    """The installed clients of :mod:`bench.failover`; with ``--clients``, those whose
-    producer client (:data:`bench.failover.USES`) is named."""
-    return [c for c in failover.CLIENTS if installed(failover.DISTRIBUTION[c])
+def mock_clients(args, scenario: str = scenarios.RTT) -> list[str]:
+    """The installed clients of ``scenario`` (:data:`bench.failover.FAILOVER_CLIENTS` or
+    :data:`bench.failover.RTT_CLIENTS`); with ``--clients``, those whose producer client
+    (:data:`bench.failover.USES`) is named."""
+    names = failover.FAILOVER_CLIENTS if scenario == scenarios.FAILOVER else failover.RTT_CLIENTS
+    return [c for c in names if installed(failover.DISTRIBUTION[c])
             and (not args.clients or failover.USES[c] in args.clients)]
 
 
@@ -499,7 +590,7 @@ def failover_runs(names: list[str], seconds: float, repeat: int, progress) -> li
                 row["error"] = figures["problems"]
                 row["ok"] = figures["problems"] is None
             rows.append(row)
-            progress.step()
+            progress.step(estimate("failover", seconds=seconds))
             if not row["ok"]:
                 print(f"\nFAILED failover / {client} (seed {rep}): {row['error']}",
                       file=sys.stderr)
@@ -516,7 +607,7 @@ def rtt_runs(names: list[str], rtts, records: int, repeat: int, progress) -> lis
         for rep in range(repeat):
             for client in alternating(names, turn):
                 progress.show(f"rtt: {client}, {rtt} ms, {records:,} records"
-                              + (f" (repeat {rep + 1})" if repeat > 1 else ""))
+                              + (f" (round {rep + 1} of {repeat})" if repeat > 1 else ""))
                 row = {"scenario": scenarios.RTT, "client": client, "rtt_ms": rtt, "rep": rep,
                        "records": records, "ok": False, "error": None}
                 spec = {"scenario": scenarios.RTT, "client": client, "rtt_ms": rtt,
@@ -527,7 +618,7 @@ def rtt_runs(names: list[str], rtts, records: int, repeat: int, progress) -> lis
                                     else f"read-back: {figures['verify']['error']}")
                     row["ok"] = figures["verify"]["ok"]
                 rows.append(row)
-                progress.step()
+                progress.step(estimate("rtt", records))
                 if not row["ok"]:
                     print(f"\nFAILED rtt / {client} / {rtt} ms: {row['error']}", file=sys.stderr)
             turn += 1
@@ -536,15 +627,16 @@ def rtt_runs(names: list[str], rtts, records: int, repeat: int, progress) -> lis
 
 # ---- the Spark scenario -------------------------------------------------------------------
 
-def spark_runs(cluster: Cluster, rows: int, args) -> list[dict]:
-    """Every recipe ``args.repeat`` times, the rounds alternating their order
+def spark_runs(cluster: Cluster, rows: int, args,
+               recipes=spark_recipes.RECIPES) -> list[dict]:
+    """Every recipe of ``recipes`` ``args.repeat`` times, the rounds alternating their order
     (:func:`alternating`), in one Spark process; then each run's topic is read back."""
     runs = [{"recipe": r, "rep": rep, "topic": cluster.new_topic(f"spark-{r}"), "warm_up": rep == 0}
-            for rep in range(args.repeat) for r in alternating(spark_recipes.RECIPES, rep)]
+            for rep in range(args.repeat) for r in alternating(recipes, rep)]
     # One untimed pass of the whole DataFrame per recipe first, each to a topic of its own:
     # the JVM compiles the scan, the Arrow conversion and the Python runner's paths as it
     # goes, and the first pass of each recipe ran up to 25 % slower than the later ones.
-    warm_topics = {r: cluster.new_topic(f"spark-warm-{r}") for r in spark_recipes.RECIPES}
+    warm_topics = {r: cluster.new_topic(f"spark-warm-{r}") for r in recipes}
     spec = {"bootstrap": cluster.bootstrap, "rows": rows, "runs": runs, "warm_topics": warm_topics,
             "acks": "1", "idempotence": False, "linger_ms": args.linger_ms,
             "batch_size": args.batch_size,
@@ -601,10 +693,13 @@ def sum_key_bytes(rows: int) -> int:
 
 # ---- the plan -----------------------------------------------------------------------------
 
-def run(args, names: list[str], sizes, env: dict) -> dict:
-    """Runs every selected scenario; returns the results as plain data."""
+def run(args, names: list[str], sizes, env: dict, view=None) -> dict:
+    """Runs every selected scenario; returns the results as plain data. ``view``
+    (:class:`bench.scenarios.View`, default: the full suite's) says which latency rows and
+    Spark recipes run."""
     from bench import micro
 
+    view = view or scenarios.FULL_VIEW
     producer_names = [n for n in names if n not in scenarios.SPECIAL_NAMES]
     available = [c for c in clients.CLIENTS if installed(clients.DISTRIBUTION[c])]
     if args.clients:
@@ -626,7 +721,7 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
                 plan.append((scenario, client))
         if ceiling_runs(scenario, args.clients, embedded):
             plan.append((scenario, ceiling.CLIENT))
-    latency_clients = [c for c in latency.CLIENTS if installed(latency.DISTRIBUTION[c])
+    latency_clients = [c for c in view.latency_clients if installed(latency.DISTRIBUTION[c])
                        and (not args.clients or latency.USES[c] in args.clients)]
     latency_on = scenarios.LATENCY in names and bool(latency_clients)
     aio_clients = asyncio_clients(args) if scenarios.ASYNCIO in names else []
@@ -634,21 +729,39 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
         if scenarios.ASYNCIO in names and not installed(aio.DISTRIBUTION[c]):
             skipped[f"{scenarios.ASYNCIO} / {c}"] = f"{aio.DISTRIBUTION[c]} not installed"
     mock_names = [n for n in scenarios.MOCK_CLUSTER_NAMES if n in names]
-    on_mock = mock_clients(args) if mock_names else []
     if mock_names and not installed("confluent-kafka"):
         # The mock cluster is the librdkafka that confluent-kafka's wheel bundles.
         for n in mock_names:
             skipped[n] = "confluent-kafka not installed (the mock cluster is its librdkafka)"
-        on_mock, mock_names = [], []
+        mock_names = []
+    on_mock = {n: mock_clients(args, n) for n in mock_names}
     cluster = Cluster(args.bootstrap_servers, args.partitions)
-    placements = len(latency.PLACEMENTS) if cluster.cpu_split() else 1
-    total = (len(plan) * args.repeat + spark_on + (scenarios.MICRO in names)
-             + latency_on * placements * args.repeat
-             * sum(len(latency.clients_for(loop, latency_clients)) for _, loop in latency.PLAN)
-             + (len(aio_clients) + 1) * args.repeat * bool(aio_clients)
-             + len(on_mock) * args.repeat * ((scenarios.FAILOVER in mock_names)
-                                             + len(sizes.rtt_ms) * (scenarios.RTT in mock_names)))
-    progress = Progress(total)
+    placements = latency_placements(cluster, view.latency_placements)
+    spark_recipes_run = [r for r in view.spark_recipes if r in spark_recipes.RECIPES]
+
+    # The steps and their estimated seconds (the progress bar's time left).
+    steps = [producer_estimate(c, sizes.for_client(s, c in clients.SLOW_CLIENTS))
+             for s, c in plan] * args.repeat
+    if scenarios.MICRO in names:
+        steps.append(estimate("micro", sizes.micro_records))
+    if latency_on:
+        steps += [estimate("latency", seconds=sizes.latency_seconds)] * (
+            len(placements) * args.repeat
+            * sum(len(latency.clients_for(loop, latency_clients)) for _, loop in view.latency_plan))
+    if aio_clients:
+        steps += [estimate("asyncio", sizes.for_client(scenarios.BASE, c in aio.SLOW_CLIENTS))
+                  for c in (*aio_clients, aio.LOOP_ONLY)] * args.repeat
+    if scenarios.FAILOVER in on_mock:
+        steps += [estimate("failover", seconds=sizes.failover_seconds)] * (
+            len(on_mock[scenarios.FAILOVER]) * args.repeat)
+    if scenarios.RTT in on_mock:
+        steps += [estimate("rtt", sizes.rtt_records)] * (
+            len(on_mock[scenarios.RTT]) * args.repeat * len(sizes.rtt_ms))
+    spark_estimate = estimate("spark", sizes.spark_rows,
+                              runs=len(spark_recipes_run) * (args.repeat + 1))
+    if spark_on:
+        steps.append(spark_estimate)
+    progress = Progress(len(steps), getattr(args, "view_label", view.name), sum(steps))
     results = {"runs": [], "micro": None, "latency": [], "asyncio": [], "failover": [],
                "rtt": [], "skipped": skipped, "broker_errors": {}}
     started = time.monotonic()
@@ -656,7 +769,7 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
         if scenarios.MICRO in names:
             progress.show(f"micro: encode and CRC-32C ({sizes.micro_records:,} records)")
             results["micro"] = micro.run(sizes.micro_records, sizes.micro_repeat, args.quick)
-            progress.step()
+            progress.step(estimate("micro", sizes.micro_records))
         for name in producer_names:
             scenario = scenarios.by_name(name)
             cluster.start_scenario(name)
@@ -670,7 +783,8 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
             cluster.start_scenario(scenarios.LATENCY)
             try:
                 results["latency"] = latency_runs(cluster, latency_clients, sizes.latency_seconds,
-                                                  args.repeat, progress)
+                                                  args.repeat, progress, view.latency_plan,
+                                                  placements)
             finally:
                 cluster.end_scenario()
         if aio_clients:
@@ -680,26 +794,27 @@ def run(args, names: list[str], sizes, env: dict) -> dict:
                                                   progress)
             finally:
                 cluster.end_scenario()
-        if on_mock and scenarios.FAILOVER in mock_names:
-            results["failover"] = failover_runs(on_mock, sizes.failover_seconds, args.repeat,
-                                                progress)
-        if on_mock and scenarios.RTT in mock_names:
-            results["rtt"] = rtt_runs(on_mock, sizes.rtt_ms, sizes.rtt_records, args.repeat,
-                                      progress)
+        if on_mock.get(scenarios.FAILOVER):
+            results["failover"] = failover_runs(on_mock[scenarios.FAILOVER],
+                                                sizes.failover_seconds, args.repeat, progress)
+        if on_mock.get(scenarios.RTT):
+            results["rtt"] = rtt_runs(on_mock[scenarios.RTT], sizes.rtt_ms, sizes.rtt_records,
+                                      args.repeat, progress)
         if spark_on:
-            progress.show(f"spark: write_kafka and the confluent recipes, "
+            progress.show(f"spark: {', '.join(spark_recipes_run)}, "
                           f"{sizes.spark_rows:,} rows each"
-                          + (f", {args.repeat} times" if args.repeat > 1 else ""))
+                          + (f", {args.repeat} rounds" if args.repeat > 1 else "")
+                          + " (one step: the JVM, a warm-up pass each, the rounds, read-backs)")
             cluster.start_scenario(scenarios.SPARK)
             try:
-                rows = spark_runs(cluster, sizes.spark_rows, args)
+                rows = spark_runs(cluster, sizes.spark_rows, args, spark_recipes_run)
             finally:
                 cluster.end_scenario()
             results["runs"].extend(rows)
             for row in rows:
                 if not row["ok"]:
                     print(f"\nFAILED spark / {row['client']}: {row['error']}", file=sys.stderr)
-            progress.step()
+            progress.step(spark_estimate)
     finally:
         progress.close()
     results["broker_errors"] = cluster.broker_errors

@@ -45,12 +45,20 @@ its defaults (confluent-kafka with idempotence on, kproducer's default), a fresh
 run: ``failover`` (keyed records at a steady rate while leaders move and a leader's broker goes
 down and comes back: the recovery time per partition, every record read back) and ``rtt``
 (300,000 records as fast as each client goes with every broker answering 0, 50, 150 or 500 ms
-late: records/s). Both are in the full run only (:mod:`bench.failover`).
+late: records/s; confluent-kafka there also at its real defaults, without idempotence). Both
+are in the full run only (:mod:`bench.failover`).
+
+Views (:class:`View`): ``python -m bench`` runs the headline view (``HEADLINE_NAMES``: the
+``defaults`` scenario, one latency row, the Spark data source against one confluent recipe, in
+3 to 5 minutes on 2 cores); ``--full`` every scenario above (about 40 minutes); ``--quick``
+a short list at small sizes (``--quick --headline``: the headline view at those sizes).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+
+from bench import latency, spark_recipes
 
 
 @dataclass(frozen=True)
@@ -108,6 +116,17 @@ SPECIAL_NAMES = (LATENCY, ASYNCIO, FAILOVER, RTT, SPARK, MICRO)
 # Those that run on librdkafka's mock cluster, whatever --bootstrap-servers says.
 MOCK_CLUSTER_NAMES = (FAILOVER, RTT)
 
+# The headline view, what ``python -m bench`` runs by default: every client at its own defaults
+# (the ``defaults`` scenario: kproducer's ``send()`` loop and ``send_many`` against
+# confluent-kafka's produce/poll loop and ``produce_batch``, kafka-python and aiokafka), the
+# latency scenario at one rate (``HEADLINE_LATENCY_PLAN``, the broker on a CPU of its own where
+# the machine has two) and the Spark data source against the confluent recipe the full run
+# finds the faster (``HEADLINE_SPARK_RECIPES``): 3 to 5 minutes on 2 cores.
+HEADLINE_NAMES = ("defaults", LATENCY, SPARK)
+HEADLINE_LATENCY_PLAN = ((10_000, "busy"),)
+HEADLINE_LATENCY_CLIENTS = (latency.KPRODUCER, latency.CONFLUENT)     # each at its defaults
+HEADLINE_SPARK_RECIPES = (spark_recipes.DATA_SOURCE, spark_recipes.MAP_IN_PANDAS)
+
 # What --quick runs: the base scenario (issue 4's send_many figure), one variation that
 # changes the protocol path (idempotence: InitProducerId, sequence numbers) and one that
 # changes the encoding path (compression), plus short latency runs, a short asyncio run (the
@@ -143,14 +162,77 @@ FULL = Sizes(records=1_000_000, records_1kib=750_000, slow_fraction=0.1, spark_r
 QUICK = Sizes(records=20_000, records_1kib=15_000, slow_fraction=0.25, spark_rows=20_000,
               micro_records=10_000, micro_repeat=2, latency_seconds=0.5, failover_seconds=0.6,
               rtt_records=3_000, rtt_ms=(50,))
+# The headline view's sizes, chosen so that it takes at most about 5 minutes on a busy 2-core
+# machine with three rounds of everything: half the full run's records per producer run (each run
+# still sends for half a second or more; most of a run's time is starting the process,
+# making the records and reading them back), a quarter of its Spark rows (the JVM's start
+# and the warm-up passes are most of the Spark step), latency runs of 4 s (40,000 records at
+# 10,000/s: a p99 of 400 samples).
+HEADLINE = Sizes(records=500_000, records_1kib=375_000, slow_fraction=0.1,
+                 spark_rows=500_000, micro_records=200_000, micro_repeat=5,
+                 latency_seconds=4.0, failover_seconds=6.0, rtt_records=300_000,
+                 rtt_ms=(0, 50, 150, 500))
 
 
-def select(patterns: list[str] | None, quick: bool) -> list[str]:
-    """Scenario names to run, in matrix order: ``patterns`` are names or fnmatch globs."""
+@dataclass(frozen=True)
+class View:
+    """What a run covers: its scenarios by default, their sizes and repeats, and the parts of
+    the latency and Spark scenarios it runs (the headline view runs one latency row and one
+    pair of Spark recipes; the others all of them)."""
+    name: str
+    names: tuple
+    sizes: Sizes
+    repeat: int
+    latency_plan: tuple = latency.PLAN
+    # None: every placement the machine has (bench.latency.PLACEMENTS); else these, where
+    # the machine has them (shared otherwise).
+    latency_placements: tuple | None = None
+    latency_clients: tuple = latency.CLIENTS
+    spark_recipes: tuple = spark_recipes.RECIPES
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "latency_plan": [list(k) for k in self.latency_plan],
+                "latency_placements": (None if self.latency_placements is None
+                                       else list(self.latency_placements)),
+                "latency_clients": list(self.latency_clients),
+                "spark_recipes": list(self.spark_recipes)}
+
+
+HEADLINE_VIEW = View("headline", HEADLINE_NAMES, HEADLINE, repeat=3,
+                     latency_plan=HEADLINE_LATENCY_PLAN, latency_placements=(latency.SPLIT,),
+                     latency_clients=HEADLINE_LATENCY_CLIENTS,
+                     spark_recipes=HEADLINE_SPARK_RECIPES)
+FULL_VIEW = View("full", ALL_NAMES, FULL, repeat=3)
+QUICK_VIEW = View("quick", QUICK_NAMES, QUICK, repeat=1)
+# ``--quick --headline``: the headline view's parts at the quick sizes (the tests' run of it).
+QUICK_HEADLINE_VIEW = View("headline", HEADLINE_NAMES, QUICK, repeat=1,
+                           latency_plan=HEADLINE_LATENCY_PLAN,
+                           latency_placements=(latency.SPLIT,),
+                           latency_clients=HEADLINE_LATENCY_CLIENTS,
+                           spark_recipes=HEADLINE_SPARK_RECIPES)
+
+
+def view_for(full: bool, quick: bool, headline: bool, named: bool) -> View:
+    """The view of a command line: ``--full`` the whole suite; ``--quick`` alone its short
+    list at small sizes, with ``--headline`` the headline view at those sizes; scenarios
+    named with ``--scenarios`` run as the full suite has them (at the quick sizes with
+    ``--quick``); nothing: the headline view."""
+    if quick:
+        return QUICK_HEADLINE_VIEW if headline else QUICK_VIEW
+    if full or named:
+        return FULL_VIEW
+    return HEADLINE_VIEW
+
+
+def select(patterns: list[str] | None, view: View | bool) -> list[str]:
+    """Scenario names to run, in matrix order: ``patterns`` are names or fnmatch globs; none:
+    the view's (``view`` True/False: the quick/full view, as before views)."""
     import fnmatch
 
+    if isinstance(view, bool):
+        view = QUICK_VIEW if view else FULL_VIEW
     if not patterns:
-        return list(QUICK_NAMES if quick else ALL_NAMES)
+        return [n for n in ALL_NAMES if n in view.names]
     chosen = []
     for pattern in patterns:
         hits = fnmatch.filter(ALL_NAMES, pattern)

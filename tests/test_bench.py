@@ -1,6 +1,8 @@
-"""The benchmark runner (README's first command): ``python -m bench --quick`` runs its
-scenarios against the embedded broker, verifies every run and writes well-formed results;
-and the read-back check it relies on catches lost, duplicated and stray records.
+"""The benchmark runner (README's first command): ``python -m bench`` runs the headline view
+(``--quick --headline`` here, at small sizes), ``--quick`` its short list, against the embedded
+broker, verifies every run and writes well-formed results that open with a table per view;
+the tables for the docs come from a run's results.json (scripts/performance_table.py); and
+the read-back check it relies on catches lost, duplicated and stray records.
 No timing is asserted."""
 
 import json
@@ -70,7 +72,8 @@ def test_bench_quick_writes_verified_results(tmp_path):
     costs = [t for t in doc["ratios"] if t["label"] == (
         f"{clients.REFERENCE} CPU per record / {clients.KPRODUCER_SEND} CPU per record")
         and "(defaults scenario)" in t["detail"]]
-    assert len(costs) == 1 and costs[0]["value"] > 0 and "broker CPU per record" in costs[0]["detail"]
+    assert len(costs) == 1 and costs[0]["value"] > 0
+    assert "the broker's CPU per record while each ran" in costs[0]["detail"]
     # The broker's ceiling ran where a throughput target is, read back, and stands beside
     # the targets' ratios.
     for name in ("base", "defaults"):
@@ -137,21 +140,72 @@ def test_bench_quick_writes_verified_results(tmp_path):
     assert f"asyncio records/s: {aio.KPRODUCER} / {aio.CONFLUENT}" in ratios
     loop_alone = ratios[f"asyncio records/s: {aio.LOOP_ONLY} / {aio.AIOKAFKA}"]
     assert loop_alone["target"] is None and loop_alone["value"] > 0
-    assert f"| {aio.LOOP_ONLY} | {aio.TASKS} × {aio.WINDOW} |" in proc.stdout
-    assert report.ASYNCIO_HEADER in proc.stdout
-    assert f"| {aio.KPRODUCER} | {aio.TASKS} × {aio.WINDOW} |" in proc.stdout
-    assert f"asyncio records/s: {aio.KPRODUCER} / {aio.AIOKAFKA}:" in proc.stdout
 
     png = (out / "results.png").read_bytes()
     assert png.startswith(PNG_MAGIC) and len(png) > 1000
     md = (out / "results.md").read_text()
+    assert md.startswith("# kproducer benchmark: quick view (")
+    # One table per view first, every figure in its client's column; the details after.
+    views = ["## Each client at its own defaults: records/s",
+             "## Acknowledgement latency, each client at its own defaults", "## Spark, `local[2]`",
+             "## Every client with the same settings: records/s",
+             "## asyncio, each client at its own defaults", "## Details", "## Environment"]
+    at = [md.index(v) for v in views]
+    assert at == sorted(at), views
+    head = md[:md.index("## Details")]
+    assert head.count("## ") == 5 and "| `send()` loop |" in head
+    assert "| base | " in head and "| idempotent | " in head and "| lz4 | " in head
+    assert f"kproducer / {clients.REFERENCE}" in head
     assert report.TABLE_HEADER in md and "| base | kproducer send_many |" in md
-    assert report.LATENCY_HEADER in md and report.LATENCY_HEADER in proc.stdout
-    assert "## asyncio" in md and report.ASYNCIO_HEADER in md
-    assert report.TABLE_HEADER in proc.stdout
-    assert "kproducer send_many 100B / confluent produce/poll:" in proc.stdout
+    assert report.LATENCY_HEADER in md and report.ASYNCIO_HEADER in md
+    assert f"| {aio.LOOP_ONLY} | {aio.TASKS} × {aio.WINDOW} |" in md
+    assert f"| {aio.KPRODUCER} | {aio.TASKS} × {aio.WINDOW} |" in md
+    assert f"| asyncio records/s: {aio.KPRODUCER} / {aio.AIOKAFKA} |" in md
+    assert "| kproducer send_many 100B / confluent produce/poll |" in md
+    # The console shows the same tables.
+    for v in views[:5]:
+        assert v in proc.stdout, v
     assert "Every run verified" in proc.stdout and "FAILED" not in proc.stdout
 
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_bench_headline_view_at_quick_sizes(tmp_path):
+    """The default view (here at the quick sizes): each client at its defaults in the
+    ``defaults`` scenario, one latency row (kproducer and confluent-kafka at their defaults),
+    the data source against the mapInPandas recipe; every run read back; results.md and the
+    console open with the three tables; a progress bar with the time left on stderr."""
+    out = tmp_path / "results"
+    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--headline", "--output",
+                           str(out)], cwd=ROOT, capture_output=True, text=True, timeout=580,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["ok"] is True and doc["parameters"]["view"] == "headline"
+    assert doc["parameters"]["scenarios"] == list(scenarios.HEADLINE_NAMES)
+    assert {(r["scenario"], r["client"]) for r in doc["summary"]} == {
+        *(("defaults", c) for c in (*clients.CLIENTS, ceiling.CLIENT)),
+        *((scenarios.SPARK, r) for r in scenarios.HEADLINE_SPARK_RECIPES)}
+    assert all(r["ok"] and r["verify"]["ok"] for r in doc["runs"])
+    lat = doc["latency"]
+    assert {(r["rate"], r["loop"], r["client"]) for r in lat} == {
+        (10_000, "busy", c) for c in scenarios.HEADLINE_LATENCY_CLIENTS}
+    split = len(os.sched_getaffinity(0)) >= 2
+    assert {r["placement"] for r in lat} == {latency.SPLIT if split else latency.SHARED}
+    assert all(r["ok"] and r["verify"]["ok"] for r in lat)
+    md = (out / "results.md").read_text()
+    head = md[:md.index("## Details")]
+    for title in ("## Each client at its own defaults: records/s",
+                  "## Acknowledgement latency, each client at its own defaults",
+                  "## Spark, `local[2]`"):
+        assert title in head and title in proc.stdout, title
+    assert "| `send()` loop |" in head and "| 10,000/s, busy |" in head
+    assert "| data source, its defaults |" in head
+    assert "## Every client with the same settings" not in md
+    bar = [line for line in proc.stderr.splitlines() if " runs, " in line]
+    assert bar and "elapsed" in bar[0] and "left" in bar[0] and "headline · " in bar[0]
+    assert bar[-1].endswith("done")
 
 
 @pytest.mark.slow
@@ -163,6 +217,7 @@ def test_bench_failover_and_rtt_on_the_mock_cluster(tmp_path):
     in the full run and not in --quick's default list."""
     assert {scenarios.FAILOVER, scenarios.RTT} <= set(scenarios.ALL_NAMES)
     assert not {scenarios.FAILOVER, scenarios.RTT} & set(scenarios.QUICK_NAMES)
+    assert not {scenarios.FAILOVER, scenarios.RTT} & set(scenarios.HEADLINE_NAMES)
     out = tmp_path / "results"
     argv = ["--quick", "--scenarios", "failover,rtt", "--output", str(out)]
     proc = subprocess.run([sys.executable, "-m", "bench", *argv], cwd=ROOT, capture_output=True,
@@ -174,13 +229,15 @@ def test_bench_failover_and_rtt_on_the_mock_cluster(tmp_path):
     assert doc["command"] == ["python", "-m", "bench", *argv]
     assert doc["parameters"]["scenarios"] == [scenarios.FAILOVER, scenarios.RTT]
     assert doc["runs"] == [] and doc["latency"] == [] and doc["asyncio"] == []
-    for name in (scenarios.FAILOVER, scenarios.RTT):
-        described = doc["scenarios"][name]
-        assert described["settings"] == {failover.KPRODUCER: {},
-                                          failover.CONFLUENT: {"enable.idempotence": True}}
+    assert doc["scenarios"][scenarios.FAILOVER]["settings"] == {
+        failover.KPRODUCER: {}, failover.CONFLUENT: {"enable.idempotence": True}}
+    # rtt: confluent-kafka at its real defaults (nothing given) and with idempotence.
+    assert doc["scenarios"][scenarios.RTT]["settings"] == {
+        failover.KPRODUCER: {}, failover.CONFLUENT_DEFAULTS: {},
+        failover.CONFLUENT: {"enable.idempotence": True}}
 
     rows = doc["failover"]
-    assert sorted(r["client"] for r in rows) == sorted(failover.CLIENTS)       # one round
+    assert sorted(r["client"] for r in rows) == sorted(failover.FAILOVER_CLIENTS)  # one round
     for r in rows:
         assert r["ok"] and r["error"] is None and r["problems"] is None, r
         assert (r["lost"], r["duplicated"], r["out_of_order"], r["not_ended"], r["unknown"]) == (
@@ -196,7 +253,7 @@ def test_bench_failover_and_rtt_on_the_mock_cluster(tmp_path):
     # Both rows of a round ran the same faults.
     assert rows[0]["plan"] == rows[1]["plan"]
     summary = doc["failover_summary"]
-    assert list(summary) == list(failover.CLIENTS)
+    assert list(summary) == list(failover.FAILOVER_CLIENTS)
     for client, s in summary.items():
         q = s["recovery_ms"]["all faults"]
         assert s["ok"] and q["count"] == len(next(r for r in rows if r["client"] == client)
@@ -206,7 +263,7 @@ def test_bench_failover_and_rtt_on_the_mock_cluster(tmp_path):
 
     rtt = doc["rtt"]
     assert sorted((r["rtt_ms"], r["client"]) for r in rtt) == [
-        (50, c) for c in sorted(failover.CLIENTS)]
+        (50, c) for c in sorted(failover.RTT_CLIENTS)]
     n = doc["parameters"]["sizes"]["rtt_records"]
     for r in rtt:
         v = r["verify"]
@@ -216,17 +273,25 @@ def test_bench_failover_and_rtt_on_the_mock_cluster(tmp_path):
         assert v["stored"] == n + failover.PARTITIONS, r
         assert len(v["per_partition"]) == failover.PARTITIONS, r
         assert all(c > 1 for c in v["per_partition"].values()), r
-        assert r["records_per_s"] > 0 and r["seconds"] > 0, r
+        assert r["records_per_s"] > 0 and r["seconds"] > 0 and r["cpu_us_per_record"] > 0, r
+        assert r["settings"] == failover.shown_settings(r["client"]), r
     (row,) = doc["rtt_summary"]
-    assert row["rtt_ms"] == 50 and set(row["clients"]) == set(failover.CLIENTS)
-    assert row["ratio"] > 0
+    assert row["rtt_ms"] == 50 and set(row["clients"]) == set(failover.RTT_CLIENTS)
+    # kproducer's ratio to both confluent-kafkas; ``ratio`` stays the like-for-like one.
+    assert set(row["ratios"]) == set(failover.RTT_REFERENCES)
+    assert row["ratio"] == row["ratios"][failover.CONFLUENT] > 0
 
     md = (out / "results.md").read_text()
-    for header in (report.FAILOVER_HEADER, report.FAILOVER_DELIVERY_HEADER, report.RTT_HEADER):
+    for header in (report.FAILOVER_HEADER, report.RTT_HEADER):
         assert header in md and header in proc.stdout
-    assert "## Failover (librdkafka's mock cluster)" in md
-    assert "## Long round trips (librdkafka's mock cluster)" in md
-    assert "| all faults |" in md and "| 50 |" in md
+    for header in (report.FAILOVER_DELIVERY_HEADER, report.RTT_READBACK_HEADER):
+        assert header in md
+    assert md.index("## Failover on librdkafka's mock cluster") < md.index("## Details")
+    assert md.index("## Long round trips on librdkafka's mock cluster") < md.index("## Details")
+    assert "### Failover: method and deliveries" in md
+    assert "### Long round trips: method and runs" in md
+    assert "| all faults |" in md and "| 50 ms |" in md
+    assert f"| 50 ms | {failover.CONFLUENT_DEFAULTS} |" in md
 
 
 def test_the_failover_plan_is_the_same_for_a_seed_and_moves_what_it_says():
@@ -327,7 +392,7 @@ def test_producer_rounds_alternate_the_clients_order(monkeypatch):
         def show(self, text):
             pass
 
-        def step(self):
+        def step(self, estimate_s=1.0):
             Progress.steps += 1
 
     class Args:
@@ -383,7 +448,7 @@ def test_latency_rows_each_run_on_a_fresh_broker_in_each_placement(monkeypatch, 
         def show(self, text):
             pass
 
-        def step(self):
+        def step(self, estimate_s=1.0):
             pass
 
     def fake_client_run(cluster, module, spec, row, n, timeout):
@@ -454,8 +519,11 @@ def test_latency_rows_show_the_requests_round_trips_beside_them():
     table = "\n".join(report.latency_table(rows))
     assert "| 6.80 | 7.80 | 0.70 / 2.00 | 0.70 | 0.97× / 0.97× |" in table
     p50 = {t["label"]: t for t in report.latency_ratios(rows)}[f"latency p50 10,000/s busy loop: {c} / {k}"]
-    assert "round trips to the broker p50 0.70 ms vs 0.40 ms, p99 2.00 vs 4.00 ms" in p50["detail"]
-    assert "client CPU 0.70 vs 1.10 cores" in p50["detail"]
+    # Every figure after its client's name.
+    assert (f"round trips to the broker, p50 / p99: {k} 0.70 / 2.00 ms, {c} 0.40 / 4.00 ms"
+            in p50["detail"])
+    assert f"client CPU: {k} 0.70 cores, {c} 1.10 cores" in p50["detail"]
+    assert p50["detail"].startswith(f"{k} 2.80 ms, {c} 2.90 ms")
     old = [{key: v for key, v in r.items() if not key.startswith("rtt_") and key != "cpu_cores"}
            for r in rows]
     assert "| 6.80 | 7.80 | – | – | 0.97× / 0.97× |" in "\n".join(report.latency_table(old))
@@ -545,8 +613,265 @@ def test_the_costs_beside_a_ratio_keep_a_broker_figure_under_one_clock_tick():
     out = []
     report._cost_side_by_side(out, mine, ref, "defaults")
     assert out[0]["value"] == pytest.approx(3.0)
-    assert out[0]["detail"] == ("1.50 µs vs 0.50 µs (defaults scenario); broker CPU per record "
-                                "under one clock tick vs 0.41 µs")
+    assert out[0]["detail"] == (f"{clients.REFERENCE} 1.50 µs, kproducer send() 0.50 µs "
+                                f"(defaults scenario); the broker's CPU per record while each "
+                                f"ran: {clients.REFERENCE} 0.41 µs, kproducer send() under one "
+                                f"clock tick")
     out = []
     report._cost_side_by_side(out, mine, dict(ref, broker_cpu_us_per_record=None), "defaults")
     assert "broker" not in out[0]["detail"]      # an external cluster: no broker figure
+
+
+# ---- views, the progress bar, the tables for the docs ---------------------------------------
+
+def test_the_default_is_the_headline_view_and_full_the_whole_suite():
+    from bench.__main__ import parse_args
+
+    head = parse_args([])
+    assert head.view is scenarios.HEADLINE_VIEW and head.repeat == 3
+    assert head.names == list(scenarios.HEADLINE_NAMES) == ["defaults", "latency", "spark"]
+    assert head.view.latency_plan == ((10_000, "busy"),)
+    assert head.view.latency_clients == (latency.KPRODUCER, latency.CONFLUENT)
+    assert head.view.spark_recipes == (spark_recipes.DATA_SOURCE, spark_recipes.MAP_IN_PANDAS)
+    assert head.view.sizes.records == scenarios.HEADLINE.records <= scenarios.FULL.records
+    full = parse_args(["--full"])
+    assert full.view is scenarios.FULL_VIEW and full.names == list(scenarios.ALL_NAMES)
+    assert full.view.latency_plan == latency.PLAN and full.view.latency_placements is None
+    assert full.view.spark_recipes == spark_recipes.RECIPES
+    quick = parse_args(["--quick"])
+    assert quick.names == list(scenarios.QUICK_NAMES) and quick.repeat == 1
+    assert quick.view.sizes is scenarios.QUICK
+    small = parse_args(["--quick", "--headline"])
+    assert small.names == list(scenarios.HEADLINE_NAMES) and small.view.sizes is scenarios.QUICK
+    assert small.view.latency_plan == head.view.latency_plan
+    # Named scenarios run as the full suite has them.
+    named = parse_args(["--scenarios", "latency"])
+    assert named.names == ["latency"] and named.view is scenarios.FULL_VIEW
+    with pytest.raises(SystemExit):
+        parse_args(["--full", "--quick"])
+    with pytest.raises(SystemExit):
+        parse_args(["--headline", "--scenarios", "base"])
+
+
+def test_the_headline_latency_row_runs_in_the_split_placement_only():
+    """The headline view's one latency row runs with the broker on a CPU of its own where
+    the machine has two (shared where it has one), and only the view's row."""
+    from bench import runner
+
+    class Cluster:
+        def __init__(self, split):
+            self.split = split
+
+        def cpu_split(self):
+            return self.split
+
+    two, one = Cluster(([1], [0])), Cluster(None)
+    assert runner.latency_placements(two, (latency.SPLIT,)) == (latency.SPLIT,)
+    assert runner.latency_placements(one, (latency.SPLIT,)) == (latency.SHARED,)
+    assert runner.latency_placements(two, None) == latency.PLACEMENTS
+    assert runner.latency_placements(one, None) == (latency.SHARED,)
+
+
+def test_the_progress_bar_shows_the_view_the_run_and_the_time_left():
+    import io
+
+    from bench import runner
+
+    stream = io.StringIO()
+    bar = runner.Progress(3, "headline", estimate_s=30.0, stream=stream)
+    bar.started -= 10                          # 10 s ago
+    bar.show("defaults: kproducer send(), 1,000,000 records (round 1 of 3)")
+    line = stream.getvalue().splitlines()[-1]
+    assert "0/3 runs" in line and "0:10 elapsed" in line and "~0:20 left" in line
+    assert "headline · defaults: kproducer send()" in line
+    bar.step(5.0)                              # the first step took twice its estimate
+    bar.show("next")
+    line = stream.getvalue().splitlines()[-1]
+    assert line.startswith("[########" + "." * 16 + "] 1/3 runs")
+    assert "~0:50 left" in line               # 25 s of estimates to come, at half the pace
+    bar.step(10.0)
+    bar.step(15.0)
+    bar.close()
+    last = stream.getvalue().splitlines()[-1]
+    assert "3/3 runs" in last and "left" not in last and last.endswith("done")
+    assert runner.estimate("producer", 1_000_000) > runner.estimate("producer", 20_000)
+
+
+def _fixture_doc() -> dict:
+    """A small results.json: the headline view's scenarios and the rtt scenario."""
+    def run(scenario, client, rate, cpu, records=1_000_000, ok=True):
+        return {"scenario": scenario, "client": client, "ok": ok, "records": records,
+                "repeats": 3, "records_per_s": rate, "mb_per_s": rate * 1e-4,
+                "cpu_us_per_record": cpu, "peak_rss_mib": 40.0, "rss_data_mib": 20.0,
+                "broker_cpu_us_per_record": 0.5, "seconds": records / rate, "settings": {},
+                **({} if ok else {"error": "read-back: 3 records missing"})}
+
+    summary = [run("defaults", clients.KPRODUCER_SEND, 2_000_000, 0.34),
+               run("defaults", clients.KPRODUCER_SEND_MANY, 2_500_000, 0.2),
+               run("defaults", clients.CONFLUENT_POLL, 1_000_000, 1.25),
+               run("defaults", clients.CONFLUENT_BATCH, 600_000, 2.0),
+               run("defaults", clients.KAFKA_PYTHON, 30_000, 38.9, records=100_000),
+               run("defaults", clients.AIOKAFKA, 90_000, 10.1, records=100_000),
+               run("defaults", ceiling.CLIENT, 2_400_000, 0.04),
+               run("spark", spark_recipes.DATA_SOURCE, 1_300_000, 0.79),
+               run("spark", spark_recipes.MAP_IN_PANDAS, 600_000, 2.34)]
+    for r in summary:
+        r["reference"] = clients.REFERENCE
+        r["ratio"] = None
+    k, c = latency.KPRODUCER, latency.CONFLUENT
+    lat = [_latency_row(k, rep, 3.0, 5.5, [1], rtt=(0.3, 1.0), cpu=0.98, placement=latency.SPLIT)
+           for rep in range(3)]
+    lat += [_latency_row(c, rep, 3.3, 8.8, [1], rtt=(0.3, 3.0), cpu=0.92, placement=latency.SPLIT)
+            for rep in range(3)]
+
+    def rtt_run(client, ms, rate, rep=0):
+        return {"scenario": scenarios.RTT, "client": client, "rtt_ms": ms, "rep": rep,
+                "records": 300_000, "ok": True, "error": None, "records_per_s": rate,
+                "cpu_us_per_record": 2.5, "seconds": 300_000 / rate,
+                "verify": {"lost": 0, "duplicated": 0, "out_of_order": 0}}
+
+    rtt = [rtt_run(failover.KPRODUCER, 0, 900_000), rtt_run(failover.CONFLUENT_DEFAULTS, 0, 1e6),
+           rtt_run(failover.CONFLUENT, 0, 800_000),
+           rtt_run(failover.KPRODUCER, 50, 900_000),
+           rtt_run(failover.CONFLUENT_DEFAULTS, 50, 450_000),
+           rtt_run(failover.CONFLUENT, 50, 1_000_000)]
+    return {"started_at": "2026-11-28T10:00:00", "command": ["python", "-m", "bench"],
+            "environment": {"cpu_model": "AMD EPYC", "cpu_count": 2, "memory_gib": 23.5,
+                            "python": "3.11.7", "broker": "embedded Tansu",
+                            "versions": {"kproducer": "0.1.0 (compiled)",
+                                         "confluent-kafka": "2.16.1", "librdkafka": "2.16.0",
+                                         "kafka-python": "3.0.12", "aiokafka": "0.14.0",
+                                         "pyspark": "4.3.0"}},
+            "parameters": {"view": "headline", "quick": False, "repeat": 3, "partitions": 4,
+                           "batch_size": 1_000_000, "linger_ms": 5,
+                           "sizes": {"rtt_records": 300_000}},
+            "summary": summary, "latency": lat, "rtt": rtt, "asyncio": [], "failover": [],
+            "ratios": [], "ok": True, "failed": [], "elapsed_s": 290.0}
+
+
+def test_the_headline_table_from_a_results_json(tmp_path):
+    """bench.report.headline_table turns a run's results.json into one table per view, each
+    figure in its client's column, kproducer's ratio to the reference with its target."""
+    doc = json.loads(json.dumps(_fixture_doc()))          # as read back from results.json
+    doc["command"] += ["--output", "/tmp/bench-x"]       # where it went is not shown
+    text = report.headline_table(doc)
+    assert "/tmp" not in text
+    assert text.startswith("Headline view: `python -m bench`, on 2026-11-28: 2 cores "
+                           "(AMD EPYC)")
+    assert "5 min, every run read back and verified." in text.splitlines()[0]
+    titles = [line for line in text.splitlines() if line.startswith("### ")]
+    assert titles == ["### Each client at its own defaults: records/s",
+                      "### Acknowledgement latency, each client at its own defaults",
+                      "### Spark, `local[2]`",
+                      "### Long round trips on librdkafka's mock cluster of 3 brokers"]
+    # records/s (CPU µs per record) under each library; the bulk row has no pure-Python peer.
+    assert ("| each client at its own defaults | kproducer: records/s (CPU µs/record) | "
+            "confluent-kafka: records/s (CPU µs/record) | kafka-python: records/s (CPU "
+            "µs/record) | aiokafka: records/s (CPU µs/record) | broker ceiling: records/s (CPU "
+            f"µs/record) | kproducer / {clients.REFERENCE} |") in text
+    assert ("| `send()` loop | 2,000,000 (0.34) | 1,000,000 (1.25) | 30,000 (38.90) | "
+            "90,000 (10.10) | 2,400,000 (0.04) | 2.00× (target 2×: met) |") in text
+    assert ("| bulk: kproducer `send_many`, confluent `produce_batch` | 2,500,000 (0.20) | "
+            "600,000 (2.00) | – | – | 2,400,000 (0.04) | 2.50× (target 3×: not met) |"
+            ) in text
+    assert "1,000,000 records per run (kafka-python, aiokafka: 100,000), best of 3" in text
+    # Latency: medians of the runs, the reference over kproducer, the goal's target.
+    assert ("| 10,000/s, busy | 3.00 / 5.50 (0.98) | 3.30 / 8.80 (0.92) | 1.10× · 1.60× "
+            "(target 1×: met) |") in text
+    assert ("| data source, its defaults | 1,300,000 (0.79) | 600,000 (2.34) | 2.17× "
+            "(target 2×: met) |") in text
+    # rtt: kproducer's ratio to confluent-kafka at its defaults and with idempotence; the
+    # 0 ms row carries no target.
+    assert report.RTT_HEADER in text
+    assert ("| 0 ms | 900,000 (2.50) | 1,000,000 (2.50) | 800,000 (2.50) | 0.90× | 1.12× |"
+            in text)
+    assert ("| 50 ms | 900,000 (2.50) | 450,000 (2.50) | 1,000,000 (2.50) | 2.00× (target 1×: "
+            "met) | 0.90× (target 1×: not met) |") in text
+    # A FAILED run shows as such in its column, and no ratio is made of it.
+    doc["summary"][0].update(ok=False)
+    failed = report.headline_table(doc)
+    assert "| `send()` loop | FAILED | 1,000,000 (1.25) |" in failed
+    assert "| – |\n| bulk" in failed
+    # results.md opens with the same tables (one level up), the details after them.
+    doc["summary"][0].update(ok=True)
+    doc.update(scenarios={}, skipped={}, micro=None, runs=[])
+    md = report.markdown(doc)
+    assert md.index("## Each client at its own defaults") < md.index("## Details")
+    assert md.index("## Details") < md.index("## Environment")
+    assert "| `send()` loop | 2,000,000 (0.34) |" in md[:md.index("## Details")]
+
+
+def test_performance_table_rewrites_only_the_marked_section(tmp_path):
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    try:
+        import performance_table
+    finally:
+        sys.path.remove(os.path.join(ROOT, "scripts"))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    report.write_json(_fixture_doc(), str(run_dir / "results.json"))
+    page = tmp_path / "performance.md"
+    page.write_text("# Performance\n\nMethod.\n\n<!-- bench:begin -->\nold table\n"
+                    "<!-- bench:end -->\n\nWhat limits the figures.\n")
+    other = tmp_path / "README.md"
+    other.write_text("# kproducer\n\nno markers here\n")
+    chart = tmp_path / "bench.png"
+    argv = [str(run_dir), "--page", str(page), "--chart", str(chart)]
+    assert performance_table.main(argv) == 0
+    text = page.read_text()
+    assert text.startswith("# Performance\n\nMethod.\n\n<!-- bench:begin -->\n")
+    assert text.endswith("<!-- bench:end -->\n\nWhat limits the figures.\n")
+    assert "old table" not in text and "| `send()` loop | 2,000,000 (0.34) |" in text
+    # The chart above the tables, by its path from the page.
+    assert report.headline_table(_fixture_doc(), chart="bench.png") in text
+    assert "\n![records/s per scenario and client](bench.png)\n" in text
+    assert chart.read_bytes().startswith(PNG_MAGIC)
+    # --check: up to date now; stale once the page changes; nothing written either way.
+    check = [str(run_dir), "--page", str(page), "--chart", str(chart), "--check"]
+    assert performance_table.main(check) == 0
+    page.write_text(text.replace("2,000,000 (0.34)", "1 (1)"))
+    assert performance_table.main(check) == 1
+    assert "1 (1)" in page.read_text()
+    # A page that shows the chart itself, outside the section, gets the tables alone.
+    page.write_text("![chart](bench.png)\n\n<!-- bench:begin -->\n<!-- bench:end -->\n")
+    assert performance_table.main([str(run_dir), "--page", str(page), "--chart", str(chart)]) == 0
+    assert page.read_text().count("bench.png") == 1
+    # A page named without the markers is an error; unnamed, it is left alone.
+    with pytest.raises(SystemExit):
+        performance_table.main([str(run_dir), "--page", str(other), "--chart", "-"])
+    assert performance_table.replace_section(other.read_text(), _fixture_doc()) is None
+    assert other.read_text() == "# kproducer\n\nno markers here\n"
+
+
+def test_rtt_runs_confluent_kafka_at_its_defaults_and_idempotent():
+    assert failover.RTT_CLIENTS == (failover.KPRODUCER, failover.CONFLUENT_DEFAULTS,
+                                    failover.CONFLUENT)
+    assert failover.FAILOVER_CLIENTS == (failover.KPRODUCER, failover.CONFLUENT)
+    assert failover.settings(failover.CONFLUENT_DEFAULTS, "h:1") == {"bootstrap.servers": "h:1"}
+    assert failover.settings(failover.CONFLUENT, "h:1") == {"bootstrap.servers": "h:1",
+                                                            "enable.idempotence": True}
+    assert "idempotence off" in failover.DEFAULTS_NOTE[failover.CONFLUENT_DEFAULTS]
+    (zero, fifty) = report.rtt_summary(_fixture_doc()["rtt"])
+    assert fifty["ratios"] == {failover.CONFLUENT_DEFAULTS: 2.0, failover.CONFLUENT: 0.9}
+    assert fifty["ratio"] == 0.9 and zero["rtt_ms"] == 0
+    table = "\n".join(report.rtt_readback_table(_fixture_doc()["rtt"]))
+    assert f"| 50 ms | {failover.CONFLUENT_DEFAULTS} | 1 | 450,000 | 0 | 0 | 0 |" in table
+
+
+def test_the_failover_table_has_a_column_per_client():
+    def row(client, values, seed=0):
+        return {"client": client, "ok": True, "seed": seed, "achieved_rate": 5000.0,
+                "sent": 100, "acked": 100, "failed": 0, "not_ended": 0, "lost": 0,
+                "duplicated": 0, "out_of_order": 0, "unknown": 0,
+                "per_fault": [{"fault": failover.MOVE, "partition": p, "recovery_ms": v}
+                              for p, v in enumerate(values)]}
+
+    rows = [row(failover.KPRODUCER, [10.0, 20.0, 30.0]),
+            row(failover.CONFLUENT, [20.0, 30.0, 60.0])]
+    table = "\n".join(report.failover_tables(rows))
+    assert report.FAILOVER_HEADER in table
+    assert ("| all faults | 20 / 30 / 30 (3) | 30 / 60 / 60 (3) | 1.50× · 2.00× (target 1×: "
+            "met) |") in table
+    assert f"| {failover.DOWN} | – | – | – |" in table
+    delivery = "\n".join(report.failover_delivery_table(rows))
+    assert f"| {failover.CONFLUENT} | 1 | 100 | 100 | 0 |" in delivery

@@ -131,9 +131,9 @@ def test_the_report_puts_the_ceiling_beside_a_ratio():
     mine = {"client": clients.KPRODUCER_SEND_MANY, "records_per_s": 1_800_000.0}
     by = {("defaults", ceiling.CLIENT): {"ok": True, "records_per_s": 2_000_000.0}}
     detail = report._ceiling(by, "defaults", mine, ref, 3.0)
-    assert detail == ("; the broker's ceiling 2,000,000 records/s, 2.00× the reference, below "
-                      "the target: 3× is more than the broker takes; kproducer send_many at 90% "
-                      "of it")
+    assert detail == (f"; the broker's ceiling 2,000,000 records/s, 2.00× {clients.REFERENCE}'s, "
+                      f"below the target: 3× is more than the broker takes; kproducer send_many "
+                      f"at 90% of it")
     assert "below the target" not in report._ceiling(by, "defaults", mine, ref, 2.0)
     assert report._ceiling(by, "value-1KiB", mine, ref, 1.0) == ""      # no ceiling run there
     by[("defaults", ceiling.CLIENT)]["ok"] = False                      # FAILED: not used
