@@ -18,11 +18,19 @@ every build:
   built extension reports).
 - gzip is the system's zlib (Debian: zlib1g-dev); a build without it stops naming the package.
 There is no build without a codec: a missing vendored file stops the build too.
+
+Cross builds (scripts/build_wheel.sh --all, which compiles every wheel of the release set with
+zig cc on one machine): KPRODUCER_PYTHON_INCLUDE names the target CPython's header directory
+(the one holding Python.h and that target's pyconfig.h), used instead of the running
+interpreter's, and KPRODUCER_EXT_SUFFIX the target's extension suffix
+(".cpython-312-aarch64-linux-gnu.so", ".cpython-313-x86_64-linux-musl.so"), used instead of
+this interpreter's EXT_SUFFIX. Both or neither; unset, the build is the ordinary one.
 """
 
 import hashlib
 import os
 import subprocess
+import sysconfig
 import tempfile
 
 from Cython.Build import cythonize
@@ -58,11 +66,37 @@ def _vendored_files() -> list:
     return sorted(os.path.join(d, f) for d, _, files in os.walk(VENDOR) for f in files)
 
 
+# Cross builds: the target CPython's headers and extension suffix (module docstring).
+TARGET_PYTHON_INCLUDE = os.environ.get("KPRODUCER_PYTHON_INCLUDE") or None
+TARGET_EXT_SUFFIX = os.environ.get("KPRODUCER_EXT_SUFFIX") or None
+if bool(TARGET_PYTHON_INCLUDE) != bool(TARGET_EXT_SUFFIX):
+    raise SystemExit("KPRODUCER_PYTHON_INCLUDE and KPRODUCER_EXT_SUFFIX go together (a cross build)")
+if TARGET_PYTHON_INCLUDE and not os.path.isfile(os.path.join(TARGET_PYTHON_INCLUDE, "Python.h")):
+    raise SystemExit(f"KPRODUCER_PYTHON_INCLUDE={TARGET_PYTHON_INCLUDE}: no Python.h there")
+
+
 class BuildExt(build_ext):
     """build_ext that checks the OpenSSL and zlib headers before compiling anything, so that a
     source build without them fails with one clear message instead of a compiler error deep in
     csrc/kp_tls.c or csrc/kp_compress.c; and compiles the vendored codecs (csrc/vendor) with
     flags of their own into the extension that has csrc/kp_compress.c."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if TARGET_PYTHON_INCLUDE:
+            # The running interpreter's headers out, the target's first: a cross build must
+            # never read this machine's pyconfig.h.
+            host = {os.path.realpath(p) for p in (sysconfig.get_path("include"), sysconfig.get_path("platinclude"))
+                    if p}
+            self.include_dirs = [TARGET_PYTHON_INCLUDE] + [d for d in self.include_dirs
+                                                           if os.path.realpath(d) not in host]
+
+    def get_ext_filename(self, fullname):
+        name = super().get_ext_filename(fullname)
+        host_suffix = sysconfig.get_config_var("EXT_SUFFIX")
+        if TARGET_EXT_SUFFIX and name.endswith(host_suffix):
+            name = name[: -len(host_suffix)] + TARGET_EXT_SUFFIX
+        return name
 
     def _check_zlib(self, ext: Extension) -> None:
         """Compiles a call into zlib and links it as the extension is linked (a shared object,

@@ -11,12 +11,12 @@ interpreter, result, seconds) and writes it as Markdown to WHEELHOUSE/release-ch
 README shows the last run). Every wheel also goes through scripts/check_wheel.py. Exit
 status 1 if any row failed. Nothing is installed on the machine:
 
-- Interpreters are Debian's CPython packages, never installed: CPython 3.11 of bookworm and
-  3.13 of trixie, for amd64 and arm64. ``apt-get download`` fetches ``python3.X`` and its
-  dependency closure (read from ``apt-cache depends``) through a private apt configuration
-  (its own sources, lists, cache and an empty dpkg status under the cache directory: the
-  machine's apt state is untouched), ``dpkg -x`` unpacks them into a sysroot per suite and
-  architecture. amd64 programs run through the sysroot's own loader
+- Interpreters are Debian's CPython packages, never installed: CPython 3.11 of bookworm,
+  3.13 of trixie and 3.14 of forky, for amd64 and arm64. ``apt-get download`` fetches
+  ``python3.X`` and its dependency closure (read from ``apt-cache depends``) through a
+  private apt configuration (its own sources, lists, cache and an empty dpkg status under
+  the cache directory: the machine's apt state is untouched), ``dpkg -x`` unpacks them into
+  a sysroot per suite and architecture. amd64 programs run through the sysroot's own loader
   (``ld-linux-x86-64.so.2 --inhibit-cache --library-path ...``: trixie's glibc is newer than
   the host's), arm64 ones under ``qemu-aarch64-static -L SYSROOT``, from Debian's
   ``qemu-user-static`` fetched and unpacked the same way. ``PYTHONHOME`` is the sysroot's
@@ -37,8 +37,8 @@ status 1 if any row failed. Nothing is installed on the machine:
   checks that kproducer and its compiled modules were loaded from the unpacked wheel, that
   the process is the wheel's architecture, and that every shared object it mapped came from
   the sysroot or the wheel folder (none from the host).
-- Wheels no interpreter here fits (musllinux; CPython versions Debian does not ship as 3.11
-  or 3.13) are reported as "checked, not run" with the reason.
+- Wheels no interpreter here fits (musllinux; CPython versions Debian does not ship: 3.10,
+  3.12) are reported as "checked, not run" with the reason.
 - An interpreter that no wheel of the folder fits (arm64 before there are aarch64 wheels) is
   probed instead (unless ``--no-probe``): it starts, loads its stdlib's compiled modules (ssl,
   zlib, lzma, ctypes) and kproducer's requirements from their wheels for its platform, and
@@ -130,9 +130,11 @@ class Interpreter:
 
 
 # Debian ships one CPython per release: 3.11 in bookworm (glibc 2.36), 3.13 in trixie (glibc
-# 2.41). Other versions would have to be built from source (issue 40).
+# 2.41), 3.14 in forky, the testing suite (glibc 2.43 today). 3.10 and 3.12 are in no Debian
+# suite: their wheels are checked, not run (issue 40).
 INTERPRETERS = [Interpreter(suite, arch, version, glibc)
-                for suite, version, glibc in (("bookworm", "3.11", (2, 36)), ("trixie", "3.13", (2, 41)))
+                for suite, version, glibc in (("bookworm", "3.11", (2, 36)), ("trixie", "3.13", (2, 41)),
+                                              ("forky", "3.14", (2, 43)))
                 for arch in ("amd64", "arm64")]
 
 

@@ -42,10 +42,12 @@ BY_KEY = {i.key: i for i in check_release.INTERPRETERS}
     ("kproducer-0.1.0-cp313-cp313-manylinux_2_17_x86_64.whl", {"trixie-amd64"}),
     ("kproducer-0.1.0-cp313-cp313-manylinux_2_17_aarch64.whl", {"trixie-arm64"}),
     # One abi3 wheel serves every CPython from its version on.
-    ("kproducer-0.1.0-cp310-abi3-manylinux_2_17_x86_64.whl", {"bookworm-amd64", "trixie-amd64"}),
-    ("kproducer-0.1.0-cp312-abi3-manylinux_2_17_aarch64.whl", {"trixie-arm64"}),
+    ("kproducer-0.1.0-cp310-abi3-manylinux_2_17_x86_64.whl", {"bookworm-amd64", "trixie-amd64", "forky-amd64"}),
+    ("kproducer-0.1.0-cp312-abi3-manylinux_2_17_aarch64.whl", {"trixie-arm64", "forky-arm64"}),
     # Newer than bookworm's glibc 2.36, within trixie's 2.41.
-    ("kproducer-0.1.0-cp310-abi3-manylinux_2_39_x86_64.whl", {"trixie-amd64"}),
+    ("kproducer-0.1.0-cp310-abi3-manylinux_2_39_x86_64.whl", {"trixie-amd64", "forky-amd64"}),
+    ("kproducer-0.1.0-cp314-cp314-manylinux2014_x86_64.manylinux_2_17_x86_64.whl", {"forky-amd64"}),
+    ("kproducer-0.1.0-cp314-cp314-manylinux2014_aarch64.manylinux_2_17_aarch64.whl", {"forky-arm64"}),
     # A local build (pip wheel .): this machine's kind.
     ("kproducer-0.1.0-cp311-cp311-linux_x86_64.whl", {"bookworm-amd64"}),
     ("kproducer-0.1.0-cp312-cp312-manylinux2014_x86_64.whl", set()),
@@ -61,8 +63,8 @@ def test_wheels_without_an_interpreter_say_why():
     def why(name):
         return check_release.why_not_run(check_release.Wheel.parse(Path(name)))
     assert "no musl CPython" in why("kproducer-0.1.0-cp311-cp311-musllinux_1_2_aarch64.whl")
-    reason = why("kproducer-0.1.0-cp314-cp314-manylinux2014_x86_64.whl")
-    assert "cp314" in reason and "3.11 (bookworm), 3.13 (trixie)" in reason
+    reason = why("kproducer-0.1.0-cp312-cp312-manylinux2014_x86_64.whl")
+    assert "cp312" in reason and "3.11 (bookworm), 3.13 (trixie), 3.14 (forky)" in reason
 
 
 def _broken(wheel: Path, dest: Path) -> Path:

@@ -3,9 +3,11 @@ wheelhouse/ when it is newer than every source file), then checked from outside:
 
 - its tag is manylinux2014 / manylinux_2_17 and ``auditwheel show`` agrees; its compiled
   modules need no OpenSSL (nor anything else) from outside the wheel (scripts/check_wheel.py);
+  it carries the licences of the vendored codecs and of the OpenSSL and zlib linked into it;
 - that guard fails on the regressions it exists for (a module linked to the system's
   libssl, one importing OpenSSL unversioned, one needing a newer glibc, one exporting its
-  internals, a wrong tag);
+  internals, a wrong tag, another architecture's tag, a musllinux tag on a glibc build, a
+  Python tag its modules' suffix does not load);
 - installed alone into a fresh venv with no compiler on the path, it imports from that venv,
   loads no system OpenSSL, and passes the end-to-end, TLS and Spark ``ship(spark, wheel)``
   tests (this directory's, run by that venv's interpreter where the source tree is not
@@ -65,7 +67,8 @@ def _source_files() -> list[Path]:
 def release() -> tuple[Path, Path]:
     """(wheel, sdist) in wheelhouse/: reused when newer than every source file, else built."""
     house = ROOT / "wheelhouse"
-    wheels = sorted(house.glob(f"kproducer-*-{TAG}-{TAG}-*.whl"))
+    # This cell only: wheelhouse/ may hold the whole release set (build_wheel.sh --all).
+    wheels = sorted(house.glob(f"kproducer-*-{TAG}-{TAG}-manylinux2014_x86_64*.whl"))
     sdists = sorted(house.glob("kproducer-*.tar.gz"))
     newest_source = max(f.stat().st_mtime for f in _source_files())
     if len(wheels) == 1 and len(sdists) == 1 and \
@@ -150,6 +153,27 @@ def test_tag_and_linkage(release, tools):
     assert "ok" in out
 
 
+def test_wheel_carries_the_licences_of_what_is_linked_in(release):
+    """PEP 639: the vendored codecs' notices (pyproject's license-files) and those of the
+    OpenSSL and zlib that build_wheel.sh links in statically, in .dist-info/licenses/, each
+    named by a License-File line of METADATA."""
+    wheel, _ = release
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+        meta = zf.read(f"{dist_info}/METADATA").decode()
+        declared = {ln.split(":", 1)[1].strip() for ln in meta.split("\n\n")[0].splitlines()
+                    if ln.startswith("License-File:")}
+        shipped = {n[len(f"{dist_info}/licenses/"):] for n in names if n.startswith(f"{dist_info}/licenses/")}
+        vendored = {str(p.relative_to(ROOT)) for p in ROOT.glob("csrc/vendor/*/LICENSE*")} | {"csrc/vendor/zstd/COPYING"}
+        expected = vendored | {"openssl/LICENSE.txt", "zlib/LICENSE"}
+        assert declared == shipped == expected, (declared, shipped)
+        assert "Apache License" in zf.read(f"{dist_info}/licenses/openssl/LICENSE.txt").decode()
+        assert "Jean-loup Gailly" in zf.read(f"{dist_info}/licenses/zlib/LICENSE").decode()
+        for path in vendored:
+            assert zf.read(f"{dist_info}/licenses/{path}") == (ROOT / path).read_bytes(), path
+
+
 BAD_SOURCES = {
     # Linked to this machine's libssl.so.3 (what a plain `pip wheel .` does).
     "system-libssl": ("#include <openssl/ssl.h>\nvoid *PyInit__net(void) { return SSL_CTX_new(TLS_client_method()); }\n",
@@ -166,8 +190,10 @@ BAD_SOURCES = {
 }
 
 
-def _rewrite(wheel: Path, dest: Path, *, replace: dict | None = None, wheel_tag: str | None = None) -> Path:
-    """A copy of ``wheel`` named ``dest`` with members replaced and the WHEEL file's tags set."""
+def _rewrite(wheel: Path, dest: Path, *, replace: dict | None = None, wheel_tag: str | None = None,
+             python: str = TAG) -> Path:
+    """A copy of ``wheel`` named ``dest`` with members replaced and the WHEEL file's tags set
+    (platform tags ``wheel_tag``, python and abi tag ``python``)."""
     with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as out:
         for info in src.infolist():
             data = src.read(info.filename)
@@ -175,7 +201,7 @@ def _rewrite(wheel: Path, dest: Path, *, replace: dict | None = None, wheel_tag:
                 data = replace[info.filename]
             if wheel_tag and info.filename.endswith(".dist-info/WHEEL"):
                 lines = [ln for ln in data.decode().splitlines() if not ln.startswith("Tag:")]
-                data = "\n".join([*lines, *(f"Tag: {TAG}-{TAG}-{t}" for t in wheel_tag.split("."))]).encode() + b"\n"
+                data = "\n".join([*lines, *(f"Tag: {python}-{python}-{t}" for t in wheel_tag.split("."))]).encode() + b"\n"
             out.writestr(info, data)
     return dest
 
@@ -195,10 +221,23 @@ def test_guard_fails_on_regressions(release, tmp_path):
         cases.append((label, _rewrite(wheel, tmp_path / label / wheel.name, replace={net: so.read_bytes()}),
                       expected))
     stem = wheel.name.split("-manylinux")[0]
-    for label, plat, expected in (("linux-tag", "linux_x86_64", "not a manylinux x86_64 tag"),
-                                  ("newer-tag", "manylinux_2_34_x86_64", "needs glibc 2.34, above 2.17")):
+    for label, plat, expected in (
+            ("linux-tag", "linux_x86_64", "not a manylinux or musllinux tag"),
+            ("newer-tag", "manylinux_2_34_x86_64", "needs glibc 2.34, above 2.17"),
+            # x86_64 modules in a wheel that says aarch64.
+            ("arch", "manylinux2014_aarch64", "e_machine Advanced Micro Devices X86-64, not AArch64"),
+            # glibc-built modules (GLIBC_2.x symbol versions, .cpython-3X-x86_64-linux-gnu.so) as musllinux.
+            ("musl", "musllinux_1_2_x86_64", "musl has none"),
+            ("newer-musl", "musllinux_1_3_x86_64", "needs musl 1.3, above 1.2")):
         (tmp_path / label).mkdir()
         cases.append((label, _rewrite(wheel, tmp_path / label / f"{stem}-{plat}.whl", wheel_tag=plat), expected))
+    # Tagged for another CPython: its modules' suffix (.cpython-311-...) would not load there.
+    other = "cp399"
+    (tmp_path / "python-tag").mkdir()
+    renamed = wheel.name.replace(f"-{TAG}-{TAG}-", f"-{other}-{other}-")
+    cases.append(("python-tag", _rewrite(wheel, tmp_path / "python-tag" / renamed,
+                                         wheel_tag=wheel.name[:-4].split("-")[-1], python=other),
+                  "not the suffix .cpython-399-x86_64-linux-gnu.so"))
     # The name claims manylinux2014, the WHEEL file says otherwise.
     (tmp_path / "mismatch").mkdir()
     cases.append(("mismatch", _rewrite(wheel, tmp_path / "mismatch" / wheel.name, wheel_tag="linux_x86_64"),
@@ -240,21 +279,38 @@ def _source_copy(dest: Path) -> Path:
     return dest
 
 
+def _openssl_header_dirs() -> list[str]:
+    """The folders named openssl/ that the C compiler reads <openssl/ssl.h> from (Debian:
+    /usr/include/openssl and /usr/include/<triplet>/openssl)."""
+    proc = subprocess.run(["cc", "-E", "-H", "-x", "c", "-o", os.devnull, "-"], input="#include <openssl/ssl.h>\n",
+                          capture_output=True, text=True)
+    headers = [line.lstrip(". ").strip() for line in proc.stderr.splitlines() if line.startswith(".")]
+    return sorted({str(Path(h).resolve().parent) for h in headers if Path(h).resolve().parent.name == "openssl"})
+
+
 def test_source_build_without_openssl_headers_names_them(tmp_path):
     src = _source_copy(tmp_path / "src")
     fake = tmp_path / "openssl-1.1" / "openssl"
     fake.mkdir(parents=True)
     (fake / "ssl.h").write_text("#define OPENSSL_VERSION_NUMBER 0x1010117fL\n")
-    for cflags, expected in (("-nostdinc", "openssl/ssl.h not found: install libssl-dev (Debian/Ubuntu) or "
-                                            "openssl-devel (RHEL/Fedora)"),
-                             (f"-I{fake.parent}", "older than 3.0")):
-        env = dict(os.environ, CFLAGS=cflags)
+    hidden = _openssl_header_dirs()
+    assert hidden, "the compiler finds no openssl/ssl.h here"
+    (tmp_path / "empty").mkdir()
+    # No OpenSSL headers: an empty folder mounted over each openssl/ folder the compiler reads,
+    # in a private mount namespace; zlib's headers (probed first) and the rest stay.
+    hide = 'for d in "$@"; do mount --bind "$EMPTY" "$d"; done; exec "$PY" setup.py build_ext --build-temp "$BT" --build-lib "$BL"'
+    build = [sys.executable, "setup.py", "build_ext", "--build-temp", tmp_path / "bt", "--build-lib", tmp_path / "bl"]
+    for label, cmd, cflags, expected in (
+            ("hidden", [*_unshare(), "sh", "-c", hide, "hide", *hidden], "",
+             "openssl/ssl.h not found: install libssl-dev (Debian/Ubuntu) or openssl-devel (RHEL/Fedora)"),
+            ("old", build, f"-I{fake.parent}", "older than 3.0")):
+        env = dict(os.environ, CFLAGS=cflags, EMPTY=str(tmp_path / "empty"), PY=sys.executable,
+                   BT=str(tmp_path / "bt"), BL=str(tmp_path / "bl"))
         env.pop("KPRODUCER_SANITIZE", None)
-        proc = _run([sys.executable, "setup.py", "build_ext", "--build-temp", tmp_path / "bt",
-                     "--build-lib", tmp_path / "bl"], cwd=src, env=env, check=False, timeout=600)
-        assert proc.returncode != 0 and expected in proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
+        proc = _run(cmd, cwd=src, env=env, check=False, timeout=600)
+        assert proc.returncode != 0 and expected in proc.stderr, (label, proc.stdout[-3000:] + proc.stderr[-3000:])
         # Nothing was compiled before the check.
-        assert not list((tmp_path / "bt").rglob("*.o"))
+        assert not list((tmp_path / "bt").rglob("*.o")), label
 
 
 # -- the wheel installed --------------------------------------------------------------------
