@@ -468,8 +468,8 @@ static int windows_full(const kp_courier *c)
 /* With mu held: when an application thread sent since the last look, it runs the step
  * itself at its next send, so the courier leaves the reading to it for two of its intervals
  * between sends, and twice its last wait when it found that thread still sending then (a
- * send() loop runs every step itself: at 50 µs a look, the courier woke about 5,000 times
- * a second for nothing, 5-9 % of the process's CPU at the defaults); at most
+ * send() loop runs every step itself: looking every KP_COURIER_WAIT_MIN_US, the courier
+ * would wake thousands of times a second for nothing); at most
  * KP_COURIER_WAIT_MAX_US either way, or KP_COURIER_WAIT_FULL_US while every node leading a
  * part has its window full (nothing to write before an answer is read: kp_courier.h). Returns
  * when to look again, or -1 to read now. */

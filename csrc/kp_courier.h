@@ -61,8 +61,7 @@
  *   finds it still sending doubles that wait, up to KP_COURIER_WAIT_MAX_US (a send() loop
  *   would wake it every 50 µs otherwise). A batch whose deadline passes it writes all the
  *   same, at the deadline: the step would write it only after its first poll, the metadata
- *   check and the drain, 150-300 µs of Python (50,000 records/s from a busy loop: p50 / p99
- *   4.43 / 18.29 -> 3.73 / 11.90 ms when the courier stopped leaving it to the step).
+ *   check and the drain, hundreds of microseconds of Python later.
  *   While every node that leads a part of the plan has max_in_flight requests out (a node
  *   that leads none, the bootstrap connection, takes no batch), it can write nothing before
  *   an answer is read, and the waits grow to KP_COURIER_WAIT_FULL_US (the longest the turn
@@ -86,11 +85,9 @@ typedef struct kp_courier kp_courier;
 
 #define KP_COURIER_WAIT_MIN_US 50
 #define KP_COURIER_WAIT_MAX_US 500
-/* Why longer with the windows full: beside a send() loop that outruns the broker, each look
- * and each wake-up for a step's arm takes a CPU the broker needs on a small machine (two
- * vCPUs, the broker at one of them). 1 KiB records in 1 MB batches, 3 alternating rounds:
- * the client's context switches 27 -> 16-20 a thousand records, the broker's CPU a record
- * 3.97 -> 3.53 µs, send() 224,859 -> 259,635 records/s, send_many 234,784 -> 275,451. */
+/* Why longer with the windows full: nothing can be written before an answer is read, and
+ * beside a send() loop that outruns the broker each look and each wake-up for a step's arm
+ * takes a CPU the broker needs on a small machine. */
 #define KP_COURIER_WAIT_FULL_US KP_TURN_GRACE_MAX_US
 
 /* A node of the plan: the connection and requests the step chose for it. */
@@ -187,8 +184,7 @@ void kp_courier_lock(kp_courier *c);
 /* Tries for up to spin_us (1: taken). The courier holds the lock for microseconds at a time,
  * and a thread that holds the GIL spins this long before it waits without the GIL: letting
  * the GIL go while the I/O thread wants it costs the application a switch interval (5 ms)
- * to get it back (10,000 and 50,000 sends/s from a busy loop: p99 5.2 -> 6.7 ms and
- * 6.4 -> 8.9 ms when it let go at once). */
+ * to get it back, on the acknowledgements' tail. */
 int kp_courier_trylock_spin(kp_courier *c, int64_t spin_us);
 void kp_courier_unlock(kp_courier *c);
 

@@ -30,15 +30,11 @@ typedef struct kp_sched_attr {
  * the kernel's least, since Linux 6.12's EEVDF takes it): a thread that wakes with a shorter
  * slice than the running one's may preempt it at once, where one with the default slice
  * (0.7-3 ms, by CPU count) waits until the running thread's slice ends. An application that
- * keeps its CPU busy in Python is that running thread, and the watcher raising a step for a
- * response that arrived waited out its slice on the acknowledgements it was in the way of
- * (the benchmark's latency rows, the application and the producer on one CPU, 4 alternating
- * rounds: 10,000 sends/s p99 6.14 -> 5.49 ms, 50,000/s 7.64 -> 6.45 ms).
+ * keeps its CPU busy in Python is that running thread, and the watcher that raises a step for
+ * a response would otherwise wait out its slice, on the acknowledgements' tail.
  * The courier keeps the default: it wakes for every write and every response while the
- * application sends at full speed, and preempting it each time cost that application its
- * throughput (a million send() calls, 6 rounds: 1.71 -> 1.19 M records/s at the median,
- * voluntary switches 4.0 -> 6.1 thousand), and the watcher's slice alone gives most of the
- * latency gain. */
+ * application sends at full speed, and preempting the application each time would cost it
+ * throughput; the watcher's slice alone gives most of the latency gain. */
 #define KP_THREAD_SLICE_NS 100000ULL
 
 /* Blocks signals, sets a timer slack of 1 ns and, with short_slice, asks for
@@ -52,8 +48,9 @@ static inline long kp_thread_begin(int short_slice)
     /* Signals belong to the interpreter's threads: never interrupt this one for them. */
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
-    /* Deadlines to the microsecond: the kernel's default timer slack (50 µs for a thread of
-     * normal priority) let ppoll(2) wake these threads 50-100 µs after a batch's linger.ms. */
+    /* Deadlines to the microsecond: with the kernel's default timer slack (50 µs for a thread
+     * of normal priority, prctl(2)) ppoll(2) wakes these threads that much after a batch's
+     * linger.ms. */
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     kp_sched_attr attr;
     memset(&attr, 0, sizeof attr);

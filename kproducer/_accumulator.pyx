@@ -1,18 +1,37 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""RecordAccumulator: per-partition queues of record batches being filled, over a
-bounded memory pool (Java's RecordAccumulator, ProducerBatch, BufferPool,
-ProduceRequestResult and FutureRecordMetadata).
+"""The producer's compiled core: everything between ``send()`` and the socket that runs per
+record or without the GIL, in one extension module (asyncpg's layout: one concern per
+included file, no cross-module call cost between them), named for its first concern. What
+lives where:
 
-``send()`` runs through :meth:`RecordAccumulator.append` once per record: choose
-the partition (murmur2 in C, or the topic's sticky partition), append into the
-partition's open batch with the C writer, hand back a :class:`RecordFuture`. No
-Python function is called on that path unless a batch fills up or the partition
-switches. The Sender thread calls ``ready``/``drain`` per poll, per batch.
+- ``_accumulator_parts/accumulator.pxi``: :class:`RecordAccumulator`, per-partition queues of
+  batches being filled (Java's RecordAccumulator): ``append`` (one record), ``append_many``
+  (a column), ``ready``/``drain`` for the Sender's step, the courier's arm/take entry points;
+- ``batch.pxi``: :class:`ProducerBatch` over the C batch writer (csrc/kp_batch.h);
+- ``pool.pxi``: :class:`BufferPool`, ``buffer.memory`` (Java's BufferPool);
+- ``results.pxi``: :class:`RecordFuture`, :class:`BatchResult`, :class:`SendManyResult`
+  (Java's ProduceRequestResult and FutureRecordMetadata);
+- ``record_args.pxi``, ``columns.pxi``: the checks of one record's arguments, and the input
+  columns of ``send_many`` (sequences, NumPy and Arrow arrays);
+- ``partitioner.pxi``: the sticky partitioner (Java's BuiltInPartitioner);
+- ``compress.pxi``: the C codecs (csrc/kp_compress.h);
+- ``io_turn.pxi``: :class:`SenderTurn`, the watcher of the Sender's turn (csrc/kp_turn.h;
+  kproducer.turn decides which thread runs the step);
+- ``courier.pxi``: the courier, a C thread that sends lingering batches between two steps
+  (csrc/kp_courier.h), and :class:`CourierRequest`, what a step takes back from it
+  (kproducer.courier_handover is the Sender's side);
+- ``send_path.pxi``: :class:`SendPath`, ``Producer.send`` and ``poll`` without Python frames,
+  and fork detection;
+- ``loop_slice.pxi``, ``aio_send.pxi``: the asyncio front's slice and send (kproducer.aio).
 
-Thread safety: one lock per accumulator guards every queue; the pool has its own
-condition for the (rare) blocking path. The lock is never held while user code
-(callbacks) runs. It is a plain C mutex (csrc/kp_courier.h) because a C thread takes it
-too: the courier, which seals and sends a lingering batch between two Sender steps.
+``send()`` runs through :meth:`RecordAccumulator.append` once per record: choose the
+partition (murmur2 in C, or the topic's sticky partition), append into the partition's open
+batch with the C writer, hand back a :class:`RecordFuture`. No Python function is called on
+that path unless a batch fills up or the partition switches.
+
+Thread safety: one lock per accumulator guards every queue; the pool has its own condition
+for the (rare) blocking path. The lock is never held while user code (callbacks) runs. It is
+a plain C mutex (csrc/kp_courier.h) because a C thread takes it too: the courier.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact, PyBytes_FromStringAndSize
@@ -88,8 +107,7 @@ def wall_clock_ms():
     return now_ms()
 
 
-# One extension module, one concern per included file (asyncpg's layout): no cross-module
-# call cost between the futures, the columns, the pool, the batches and the accumulator.
+# One concern per included file (the module docstring lists them).
 include "_accumulator_parts/loop_slice.pxi"
 include "_accumulator_parts/results.pxi"
 include "_accumulator_parts/record_args.pxi"

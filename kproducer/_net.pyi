@@ -7,6 +7,7 @@ from kproducer._disconnect import Disconnect as Disconnect
 from kproducer._disconnect import DisconnectKind as DisconnectKind
 from kproducer.errors import ConfigError as ConfigError
 from kproducer.errors import NetworkError as NetworkError
+from kproducer.errors import TlsConfigError as TlsConfigError
 
 DEFAULT_MAX_FRAME_SIZE: int
 READ_BUDGET: int

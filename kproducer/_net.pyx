@@ -36,7 +36,7 @@ import os as _os
 from collections import namedtuple
 
 from kproducer._disconnect import Disconnect, DisconnectKind
-from kproducer.errors import ConfigError, NetworkError
+from kproducer.errors import ConfigError, NetworkError, TlsConfigError
 
 # Largest frame a Selector accepts by default (Kafka's socket.request.max.bytes).
 DEFAULT_MAX_FRAME_SIZE = KP_FRAME_DEFAULT_MAX_SIZE
@@ -107,9 +107,9 @@ cdef class TlsContext:
     the server's certificate against the name given to
     :meth:`Selector.connect` (DNS or IP subjectAltName). TLS 1.2 or later.
 
-    Unusable files raise :class:`~kproducer.errors.ConfigError` with OpenSSL's
-    reason; its ``tls_input`` attribute says which argument was at fault
-    (``"cafile"``, ``"certfile"``, ``"keyfile"`` or None), and
+    Unusable files raise :class:`~kproducer.errors.TlsConfigError` (a
+    ConfigError) with OpenSSL's reason; its ``tls_input`` says which argument was
+    at fault (``"cafile"``, ``"certfile"``, ``"keyfile"`` or None), and
     ``key_password_failed`` is True when the key is encrypted and could not be
     decrypted (no ``password``, or a wrong one). A context can be
     shared by any number of connections and selectors; connections keep
@@ -151,9 +151,11 @@ cdef class TlsContext:
         if st != KP_OK:
             exc = kp_exception(st, NULL, "TlsContext" if st == KP_ERR_NOMEM else "", ConfigError, 0,
                                None, err.decode("utf-8", "replace"))
-            # Which argument was at fault, as fields (the key's password counts as the key file).
-            exc.tls_input = _TLS_INPUTS.get(what)
-            exc.key_password_failed = what == KP_TLS_INPUT_KEY_PASSWORD
+            if isinstance(exc, ConfigError):
+                # OpenSSL refused an input: the TLS error names which (the key's password
+                # counts as the key file).
+                exc = TlsConfigError(str(exc), tls_input=_TLS_INPUTS.get(what),
+                                     key_password_failed=what == KP_TLS_INPUT_KEY_PASSWORD)
             raise exc
         self.cafile, self.certfile, self.keyfile = cafile, certfile, keyfile
         self.verify, self.check_hostname = verify, check_hostname

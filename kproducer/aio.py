@@ -23,8 +23,9 @@ RecordFuture and ``send_many()``'s SendManyResult) are awaitable from any runnin
   wait for the topic's metadata or for room in ``buffer.memory`` waits on the loop itself
   (the metadata calls back at its next update, the pool as memory is released), with no
   thread of its own; it is then queued from the loop's thread, with ``max.block.ms`` and every
-  error as in the sync API. A record that needs Python (serializers, a custom partitioner, a
-  transaction's checks) goes through the blocking ``Producer.send`` in the executor.
+  error as in the sync API. A record that needs Python (serializers, a custom partitioner,
+  interceptors, a transaction's checks) goes through the blocking ``Producer.send`` in the
+  executor, in a copy of the task's context (context variables, an OpenTelemetry span).
 - ``send`` and awaiting a settled future keep the loop's turns short whatever the number of
   tasks: they share a slice of ``_SLICE_S`` (2 ms) of the loop's time; past it they wait,
   first come first served and with nothing queued yet, for a later turn of the loop (its
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import functools
 import os
 import sys
@@ -191,16 +193,16 @@ class _LoopTurn:
     has not within _LOOP_GRACE_MS."""
 
     def __init__(self, producer: Producer, loop: asyncio.AbstractEventLoop):
-        self.sender = producer._sender
-        self.turn = self.sender.turn
+        self.turn = producer._turn          # kproducer.turn.StepTurn
+        self.watcher = self.turn.watcher
         self.loop = loop
-        self.fd = os.dup(self.turn.loop_fd())    # ours: the turn closes its own
+        self.fd = os.dup(self.watcher.loop_fd())    # ours: the watcher closes its own
         loop.add_reader(self.fd, self._wanted)
-        self.turn.attach_loop(1, _LOOP_GRACE_MS)
+        self.watcher.attach_loop(1, _LOOP_GRACE_MS)
         self.send_path = producer._send_path
         self.send_path.loop_steps = True     # one step per turn, not one mid-slice
         self._closing = threading.Lock()
-        self.sender.before_io_step = self._io_thread_steps
+        self.turn.before_io_step = self._io_thread_steps
 
     def _io_thread_steps(self) -> None:     # the I/O thread, past the loop's grace
         # A loop that ended without stop() (asyncio.run returned) never steps again: without
@@ -213,18 +215,18 @@ class _LoopTurn:
             os.read(self.fd, 8)
         except BlockingIOError:
             pass
-        if self.turn.pending:
-            self.sender.step_from_app()
+        if self.watcher.pending:
+            self.turn.step_from_app()
 
     def close(self) -> None:     # the loop's thread, or the I/O thread once the loop stopped
         with self._closing:
             if self.fd < 0:
                 return
             fd, self.fd = self.fd, -1
-            if self.sender.before_io_step == self._io_thread_steps:
-                self.sender.before_io_step = None
+            if self.turn.before_io_step == self._io_thread_steps:
+                self.turn.before_io_step = None
             self.send_path.loop_steps = False
-            self.turn.attach_loop(-1)
+            self.watcher.attach_loop(-1)
             try:
                 self.loop.remove_reader(fd)
             except RuntimeError:        # the loop is closed already
@@ -240,12 +242,19 @@ async def _send_waiting(p: Producer, why, topic, value, key, partition, timestam
     does not unsend the record, which is queued once it can be (see the module docstring)."""
     loop = asyncio.get_running_loop()
     if why is None:
-        return await loop.run_in_executor(None, functools.partial(
-            p.send, topic, value, key, partition, timestamp_ms, headers, on_delivery))
+        return await _in_executor(loop, p.send, topic, value, key, partition, timestamp_ms,
+                                  headers, on_delivery)
     task = loop.create_task(_queue_when_possible(
         p, why, (topic, value, key, partition, timestamp_ms, headers, on_delivery)))
     task.add_done_callback(_retrieved)
     return await asyncio.shield(task)
+
+
+def _in_executor(loop, fn, *args):
+    """``fn(*args)`` in the loop's default executor, in a copy of the caller's context
+    (as asyncio.to_thread): serializers and interceptors (an OpenTelemetry span's parent,
+    kproducer.otel) see the task's context variables as in a sync send()."""
+    return loop.run_in_executor(None, functools.partial(contextvars.copy_context().run, fn, *args))
 
 
 def _retrieved(task: asyncio.Task) -> None:
@@ -271,7 +280,7 @@ async def _queue_when_possible(p: Producer, why, args: tuple):
             await _memory(p, loop, deadline)
         why = p._send_path.try_send(*args)
         if why is None:
-            return await loop.run_in_executor(None, functools.partial(p.send, *args))
+            return await _in_executor(loop, p.send, *args)
         if why is not NEED_MEMORY and why is not NEED_METADATA:
             return why
 
@@ -473,7 +482,7 @@ class AIOProducer:
     async def send_many(self, topic, values, keys=None, **kwargs):
         """``Producer.send_many`` (a whole column at C speed) in an executor: it may wait for
         metadata or memory. Returns the SendManyResult; ``await`` it for every outcome."""
-        return await asyncio.get_running_loop().run_in_executor(None, functools.partial(
+        return await _in_executor(asyncio.get_running_loop(), functools.partial(
             self.producer.send_many, topic, values, keys, **kwargs))
 
     async def flush(self, timeout=None) -> None:

@@ -35,8 +35,8 @@ Value parsing follows Java's ``ConfigDef.parseType`` where it is unambiguous:
 - ``None`` for any setting but ``bootstrap.servers`` means "not set": the
   default applies and the setting does not count as explicitly given.
 
-Kafka settings that kproducer does not implement (Kerberos and OAuth SASL,
-transactions, interceptors, metrics reporters, ...) raise
+Kafka settings that kproducer does not implement (Kerberos SASL,
+transactions, metrics reporters, ...) raise
 :class:`~kproducer.errors.ConfigError` saying so, rather than being ignored; so do
 unknown names, with the closest valid name suggested. Error messages and ``repr``
 never show the value of a credential-like setting (passwords, secrets, JAAS
@@ -45,12 +45,19 @@ configuration, keys, the SASL user name).
 SASL (``security.protocol`` SASL_PLAINTEXT or SASL_SSL): ``sasl.mechanism`` PLAIN,
 SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default GSSAPI is refused), with the
 credentials in Java's ``sasl.jaas.config`` (PlainLoginModule or ScramLoginModule)
-or librdkafka's ``sasl.username``/``sasl.password``; sasl.* settings under a
-protocol without SASL are an error rather than silently unused.
+or librdkafka's ``sasl.username``/``sasl.password``; or OAUTHBEARER with a token source:
+a callable (``sasl.oauthbearer.token.provider``, confluent-kafka's ``oauth_cb``) or OIDC
+client credentials (``sasl.oauthbearer.token.endpoint.url`` with Java's 4.x names or
+librdkafka's, or Java's ``OAuthBearerLoginModule`` options), renewed as the
+``sasl.login.*`` settings say (kproducer.oauth). sasl.* settings under a protocol
+without SASL, and OAUTHBEARER settings under another mechanism, are an error rather than
+silently unused.
 
 Python-only settings: ``key.serializer`` and ``value.serializer`` are callables
-(or None), and ``partitioner`` is a callable custom partitioner (or None); Java
-class names are refused.
+(or None; one taking two arguments gets a SerializationContext, see
+kproducer.serialization), and ``partitioner`` is a callable custom partitioner (or
+None); Java class names are refused. ``interceptor.classes`` takes Python objects,
+classes or ``module.Class`` names (kproducer.interceptors).
 """
 
 from __future__ import annotations
@@ -66,7 +73,7 @@ from typing import Any
 
 from .compression import CODEC_IDS, LEVELS
 from .errors import ConfigError
-from .sasl import SaslCredentials, parse_jaas_config
+from .sasl import SaslCredentials, parse_jaas_config, parse_oauthbearer_jaas, validate_extensions
 
 __all__ = ["SETTINGS", "UNSUPPORTED", "ProducerConfig", "Setting"]
 
@@ -89,7 +96,10 @@ class Setting:
     ``kind`` is ``"int"`` (Java INT, 32 bits), ``"long"`` (Java LONG), ``"bool"``,
     ``"str"``, ``"choice"`` (one of ``choices``; values outside ``supported`` are
     valid Kafka values kproducer does not implement yet), ``"acks"``,
-    ``"servers"``, ``"callable"`` or ``"unset"`` (only None is accepted).
+    ``"servers"``, ``"callable"``, ``"double"`` (Java DOUBLE: an int or float), ``"handler"``
+    (``sasl.login.callback.handler.class``: a callable or Java's OIDC handler class name),
+    ``"list"`` (``interceptor.classes``: objects, classes or dotted names) or ``"unset"``
+    (only None is accepted).
     """
 
     name: str
@@ -268,18 +278,96 @@ _DEFS = [
     # SASL (used only with security.protocol SASL_PLAINTEXT or SASL_SSL): the credentials
     # come from Java's sasl.jaas.config or librdkafka's sasl.username/sasl.password.
     Setting("sasl.mechanism", "choice", "GSSAPI",
-            "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default, GSSAPI, "
-            "is Kerberos, which kproducer does not implement: set one of the others).",
+            "SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (Kafka's "
+            "default, GSSAPI, is Kerberos, which kproducer does not implement: set one of the "
+            "others).",
             choices=("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
-            supported=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+            supported=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")),
     Setting("sasl.jaas.config", "password", None,
             "Java's JAAS form of the SASL credentials: 'org.apache.kafka.common.security."
             "plain.PlainLoginModule required username=\"...\" password=\"...\";' (or "
-            "ScramLoginModule)."),
+            "ScramLoginModule; with OAUTHBEARER, OAuthBearerLoginModule with the OIDC options "
+            "clientId, clientSecret, scope and extension_<name>)."),
     Setting("sasl.username", "str", None,
             "SASL user name (librdkafka's simple form; alternative to sasl.jaas.config)."),
     Setting("sasl.password", "password", None,
             "SASL password (librdkafka's simple form; alternative to sasl.jaas.config)."),
+    # OAUTHBEARER (kproducer.oauth): a token source, renewed in the background.
+    Setting("sasl.oauthbearer.token.provider", "callable", None,
+            "OAUTHBEARER token source, Python-only: a callable, called on a background thread "
+            "with sasl.oauthbearer.config (or with nothing, if it takes no argument), that "
+            "returns (token, expiry_epoch_seconds[, principal[, extensions]]) as confluent-kafka's "
+            "oauth_cb does, a kproducer.oauth.OAuthBearerToken, or a JWT str (its exp claim is "
+            "the expiry). kproducer.oauth.msk_iam_provider(region) makes one for AWS MSK IAM."),
+    Setting("oauth.cb", "callable", None,
+            "confluent-kafka's name (oauth_cb) for sasl.oauthbearer.token.provider, same "
+            "signature: oauth_cb(oauthbearer_config) -> (token, expiry_epoch_seconds[, "
+            "principal[, extensions]]); set one of them."),
+    Setting("sasl.login.callback.handler.class", "handler", None,
+            "Java's login callback handler: a Python callable (the same as "
+            "sasl.oauthbearer.token.provider), or Java's "
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler, "
+            "which means the built-in OIDC client credentials (needs "
+            "sasl.oauthbearer.token.endpoint.url)."),
+    Setting("sasl.oauthbearer.config", "password", None,
+            "librdkafka's OAUTHBEARER configuration string, passed as is to the token provider "
+            "(oauth_cb's argument); never shown."),
+    Setting("sasl.oauthbearer.method", "choice", None,
+            "librdkafka's choice of token source: default (the token provider) or oidc (the "
+            "built-in client credentials); None: oidc when sasl.oauthbearer.token.endpoint.url "
+            "is set.", choices=("default", "oidc"), supported=("default", "oidc")),
+    Setting("sasl.oauthbearer.token.endpoint.url", "str", None,
+            "OIDC token endpoint (KIP-768): the client credentials grant is POSTed there over "
+            "HTTPS, trusting what the broker connections trust (ssl.truststore.location / "
+            "ssl.ca.location with SASL_SSL, else the system's CAs); a file: URL names a file "
+            "holding a JWT, read again at every renewal."),
+    Setting("sasl.oauthbearer.client.credentials.client.id", "str", None,
+            "OIDC client id (Java 4.1's name, KIP-1139; before it the JAAS option clientId)."),
+    Setting("sasl.oauthbearer.client.credentials.client.secret", "password", None,
+            "OIDC client secret (Java 4.1's name, KIP-1139; JAAS option clientSecret); never "
+            "shown."),
+    Setting("sasl.oauthbearer.client.id", "str", None,
+            "librdkafka's name for sasl.oauthbearer.client.credentials.client.id (set one of "
+            "them)."),
+    Setting("sasl.oauthbearer.client.secret", "password", None,
+            "librdkafka's name for sasl.oauthbearer.client.credentials.client.secret (set one of "
+            "them)."),
+    Setting("sasl.oauthbearer.scope", "str", None,
+            "The scope requested from the OIDC token endpoint (space-separated; None: none)."),
+    Setting("sasl.oauthbearer.extensions", "str", None,
+            "SASL extensions sent with the token (KIP-342), librdkafka's form "
+            "'key=value,key2=value2' (e.g. Confluent Cloud's logicalCluster and identityPoolId); "
+            "a provider's own extensions are added over them."),
+    Setting("sasl.oauthbearer.sub.claim.name", "str", "sub",
+            "The JWT claim that names the principal."),
+    Setting("sasl.oauthbearer.scope.claim.name", "str", "scope",
+            "The JWT claim that holds the scopes."),
+    Setting("sasl.oauthbearer.header.urlencode", "bool", False,
+            "URL-encode the client id and secret in the token request's Basic authorization "
+            "(RFC 6749 section 2.3.1; KIP-1025)."),
+    Setting("sasl.login.refresh.window.factor", "double", 0.8,
+            "A new token is obtained at this fraction of the current one's lifetime (plus the "
+            "jitter), within the bounds of the two settings below.", min=0.5, max=1.0),
+    Setting("sasl.login.refresh.window.jitter", "double", 0.05,
+            "Largest random fraction of the token's lifetime added to the refresh time.",
+            min=0.0, max=0.25),
+    Setting("sasl.login.refresh.min.period.seconds", "int", 60,
+            "Least time between two token refreshes; ignored, as the buffer below, when the "
+            "token's remaining lifetime is shorter than their sum.", min=0, max=900),
+    Setting("sasl.login.refresh.buffer.seconds", "int", 300,
+            "Time before the token's expiry by which it is refreshed (when its lifetime allows).",
+            min=0, max=3600),
+    Setting("sasl.login.connect.timeout.ms", "int", None,
+            "Connect (TCP and TLS) timeout of a token endpoint request (None: 10000; 0: none).",
+            min=0),
+    Setting("sasl.login.read.timeout.ms", "int", None,
+            "Read timeout of a token endpoint request (None: 10000; 0: none).", min=0),
+    Setting("sasl.login.retry.backoff.ms", "long", 100,
+            "First wait before retrying a failed token request or provider call; doubles up to "
+            "sasl.login.retry.backoff.max.ms.", min=0),
+    Setting("sasl.login.retry.backoff.max.ms", "long", 10000,
+            "Largest wait between token attempts; also how long one token endpoint login keeps "
+            "retrying before its failure is reported (Java's Retry).", min=0),
     Setting("transactional.id", "str", None,
             "Makes the producer transactional (init_transactions, begin/commit/abort_transaction): "
             "the id names the producer across restarts, so a new instance fences the old one. "
@@ -293,14 +381,26 @@ _DEFS = [
             "Python-only: callable turning a record value into bytes (None: no serializer)."),
     Setting("partitioner", "callable", None,
             "Python-only: custom partitioner callable (None: Kafka's default partitioning)."),
+    Setting("interceptor.classes", "list", None,
+            "Interceptors (Java's ProducerInterceptor), run in this order: objects with "
+            "on_send(record) -> record and/or on_acknowledgement(metadata, error) (and "
+            "optionally on_send_many / on_acknowledgement_many, called once per send_many "
+            "call), classes to instantiate with no arguments, or 'module.Class' names to "
+            "import (a list, or a comma-separated str). Their exceptions are logged and "
+            "swallowed. With none (None), send() keeps its compiled path. See "
+            "docs/serializers-and-interceptors.md."),
 ]
 SETTINGS: Mapping[str, Setting] = {s.name: s for s in _DEFS}
 """Every setting kproducer implements, by dotted name, in definition order."""
 
 _SECURITY = ("kproducer's security settings are security.protocol, the PEM-file ssl.* settings "
-             "and sasl.mechanism with sasl.jaas.config or sasl.username/sasl.password")
+             "and sasl.mechanism with sasl.jaas.config or sasl.username/sasl.password, or the "
+             "sasl.oauthbearer.* and sasl.login.* settings of OAUTHBEARER")
 _SASL_REASON = ("kproducer's SASL implements PLAIN and SCRAM-SHA-256/512, configured with "
-                "sasl.mechanism and sasl.jaas.config or sasl.username/sasl.password")
+                "sasl.mechanism and sasl.jaas.config or sasl.username/sasl.password, and "
+                "OAUTHBEARER with a token provider or OIDC client credentials "
+                "(sasl.oauthbearer.*, sasl.login.*); broker-side token validation settings "
+                "have no use in a producer")
 _TLS_REASON = ("kproducer's TLS is configured with PEM files: ssl.truststore.location, "
                "ssl.keystore.location, ssl.key.password and "
                "ssl.endpoint.identification.algorithm (TLS 1.2+, OpenSSL's default ciphers)")
@@ -310,7 +410,6 @@ _METRICS = "kproducer has no pluggable metrics yet"
 
 UNSUPPORTED: Mapping[str, str] = {
     # Java producer settings kproducer does not implement, with the reason given.
-    "interceptor.classes": "interceptors are Java classes",
     "partitioner.class": "pass a Python callable as 'partitioner' instead",
     "metric.reporters": _METRICS,
     "metrics.sample.window.ms": _METRICS,
@@ -326,24 +425,16 @@ UNSUPPORTED: Mapping[str, str] = {
         "ssl.truststore.password", "ssl.truststore.certificates", "ssl.keymanager.algorithm",
         "ssl.trustmanager.algorithm",
         "ssl.secure.random.implementation", "ssl.engine.factory.class",
-        "sasl.client.callback.handler.class",
-        "sasl.login.callback.handler.class", "sasl.login.class",
+        "sasl.client.callback.handler.class", "sasl.login.class",
         "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
         "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
-        "sasl.kerberos.min.time.before.relogin", "sasl.login.refresh.window.factor",
-        "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds",
-        "sasl.login.refresh.buffer.seconds", "sasl.login.connect.timeout.ms",
-        "sasl.login.read.timeout.ms", "sasl.login.retry.backoff.max.ms",
-        "sasl.login.retry.backoff.ms", "sasl.oauthbearer.token.endpoint.url",
-        "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.sub.claim.name",
+        "sasl.kerberos.min.time.before.relogin",
         "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
         "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
         "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
         "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.expected.audience",
-        "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.header.urlencode",
+        "sasl.oauthbearer.expected.issuer",
         "sasl.oauthbearer.jwt.retriever.class", "sasl.oauthbearer.jwt.validator.class",
-        "sasl.oauthbearer.scope", "sasl.oauthbearer.client.credentials.client.id",
-        "sasl.oauthbearer.client.credentials.client.secret",
         "sasl.oauthbearer.access.token.retriever.class",
         "sasl.oauthbearer.access.token.validator.class",
     )},
@@ -366,6 +457,7 @@ _ALIASES = {
 # Java's PASSWORD-typed settings plus anything named like a credential.
 _SECRET_NAMES = frozenset({
     "sasl.username",  # half a credential: kept out of reprs and messages like the password
+    "sasl.oauthbearer.config",  # librdkafka marks it sensitive: it may hold client secrets
     "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
 })
 _SECRET_RE = re.compile(r"password|secret|passphrase|jaas|credential|private|\.pem$|token$",
@@ -611,6 +703,50 @@ def _parse_callable(s: Setting, value: Any):
     raise _type_error(s, "a callable or None", value)
 
 
+def _parse_interceptors(s: Setting, value: Any):
+    from .interceptors import parse_setting      # imports the compiled module: only when used
+    return parse_setting(s.name, value) or None
+
+
+def _parse_double(s: Setting, value: Any) -> float:
+    # Java's ConfigDef DOUBLE: a number, or a string Double.parseDouble reads.
+    if isinstance(value, bool):
+        raise _type_error(s, "a float; bools are not numbers", value)
+    if isinstance(value, str):
+        try:
+            v = float(value.strip())
+        except ValueError:
+            raise _type_error(s, "a float or a decimal string", value) from None
+    elif isinstance(value, (int, float)):
+        v = float(value)
+    else:
+        raise _type_error(s, "a float", value)
+    if v != v or (s.min is not None and v < s.min) or (s.max is not None and v > s.max):
+        raise ConfigError(f"{s.name}: {v} is out of range; expected between {s.min} and {s.max}",
+                          key=s.name)
+    return v
+
+
+# Java's OIDC login callback handler (KIP-768; the .secured one is its deprecated first home):
+# naming it selects kproducer's built-in client credentials.
+JAVA_OIDC_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+                      "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler")
+
+
+def _parse_handler(s: Setting, value: Any):
+    if callable(value):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text in JAVA_OIDC_HANDLERS:
+            return text
+        raise ConfigError(
+            f"{s.name}: expected a Python callable (a token provider) or "
+            f"{JAVA_OIDC_HANDLERS[0]} (the built-in OIDC client credentials), got the str "
+            f"{value!r}: other Java classes have no meaning in kproducer", key=s.name)
+    raise _type_error(s, "a callable, Java's OIDC handler class name or None", value)
+
+
 def _parse_unset(s: Setting, value: Any):
     reason = _TRANSACTIONS if s.name == "transactional.id" else "not supported yet"
     raise ConfigError(f"{s.name}: {reason}; it must be None (got {_show(s.name, value)})",
@@ -621,7 +757,8 @@ _PARSERS = {
     "int": _parse_integer, "long": _parse_integer, "bool": _parse_bool, "str": _parse_str,
     "password": _parse_password,
     "choice": _parse_choice, "acks": _parse_acks, "servers": _parse_servers,
-    "callable": _parse_callable, "unset": _parse_unset,
+    "callable": _parse_callable, "unset": _parse_unset, "double": _parse_double,
+    "handler": _parse_handler, "list": _parse_interceptors,
 }
 
 
@@ -745,10 +882,12 @@ class ProducerConfig(Mapping):
         return [_parse_address(e) for e in self._values["bootstrap.servers"]]
 
     @property
-    def sasl_credentials(self) -> SaslCredentials | None:
+    def sasl_credentials(self):
         """The SASL mechanism and credentials (from ``sasl.jaas.config`` or
-        ``sasl.username``/``sasl.password``), or None when ``security.protocol`` does not
-        use SASL. Their ``repr`` hides the user name and password."""
+        ``sasl.username``/``sasl.password``: a :class:`~kproducer.sasl.SaslCredentials`; for
+        OAUTHBEARER a new :class:`~kproducer.oauth.OAuthBearerCredentials` at every call,
+        its token login not started), or None when ``security.protocol`` does not use SASL.
+        Their ``repr`` hides the user name, password, secrets and tokens."""
         return _sasl_credentials(self._values, self._user)
 
     @staticmethod
@@ -887,14 +1026,22 @@ def _batch_max_size(values: dict[str, Any], explicit: Mapping[str, Any]) -> None
 
 
 _SASL_KEYS = ("sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password")
+# Settings that only OAUTHBEARER uses.
+_OAUTH_KEYS = tuple(name for name in SETTINGS
+                    if name.startswith(("sasl.oauthbearer.", "sasl.login.")) or name == "oauth.cb")
+_JAVA_CLIENT_ID = "sasl.oauthbearer.client.credentials.client.id"
+_JAVA_CLIENT_SECRET = "sasl.oauthbearer.client.credentials.client.secret"
 
 
-def _sasl_credentials(values: dict[str, Any], explicit: Mapping[str, Any]) -> SaslCredentials | None:
-    """The SASL credentials the settings describe (None without SASL); ConfigError naming the
-    key when they are missing or malformed. Messages never show the values."""
+def _sasl_credentials(values: dict[str, Any], explicit: Mapping[str, Any]):
+    """The SASL credentials the settings describe (None without SASL): a
+    :class:`~kproducer.sasl.SaslCredentials`, or for OAUTHBEARER a
+    :class:`~kproducer.oauth.OAuthBearerCredentials` (no thread, no I/O until the network
+    client starts it); ConfigError naming the key when they are missing or malformed.
+    Messages never show the values."""
     protocol = values["security.protocol"]
     if not protocol.startswith("SASL_"):
-        given = [k for k in _SASL_KEYS if k in explicit]
+        given = [k for k in _SASL_KEYS + _OAUTH_KEYS if k in explicit]
         if given:
             # Ignoring them (as Java does) would send unauthenticated traffic the user
             # meant to authenticate.
@@ -906,7 +1053,13 @@ def _sasl_credentials(values: dict[str, Any], explicit: Mapping[str, Any]) -> Sa
     if mechanism not in SETTINGS["sasl.mechanism"].supported:  # Kafka's default, GSSAPI
         raise ConfigError(f"security.protocol={protocol} needs sasl.mechanism: Kafka's default "
                           f"{mechanism} (Kerberos) is not supported; set it to PLAIN, "
-                          f"SCRAM-SHA-256 or SCRAM-SHA-512", key="sasl.mechanism")
+                          f"SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", key="sasl.mechanism")
+    if mechanism == "OAUTHBEARER":
+        return _oauthbearer_credentials(values, explicit)
+    given = [k for k in _OAUTH_KEYS if k in explicit]
+    if given:
+        raise ConfigError(f"{given[0]} is set but sasl.mechanism is {mechanism}; it belongs to "
+                          f"sasl.mechanism=OAUTHBEARER", key=given[0])
     jaas, username, password = (values[k] for k in _SASL_KEYS[1:])
     extensions: dict[str, str] = {}
     if jaas is not None:
@@ -930,6 +1083,154 @@ def _sasl_credentials(values: dict[str, Any], explicit: Mapping[str, Any]) -> Sa
             raise ConfigError(f"{key}: a PLAIN credential may not contain NUL characters",
                               key=where or key)
     return SaslCredentials(mechanism, username, password, extensions)
+
+
+def _parse_extensions_setting(text: str) -> dict[str, str]:
+    """librdkafka's sasl.oauthbearer.extensions: ``key=value,key2=value2``."""
+    out: dict[str, str] = {}
+    for i, pair in enumerate(p for p in text.split(",") if p.strip()):
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"entry {i + 1} is not key=value")
+        key = key.strip()
+        if key in out:
+            raise ValueError(f"extension {key!r} is given twice")
+        out[key] = value
+    return validate_extensions(out)
+
+
+def _one_of(values: dict[str, Any], *sources: tuple[str, Any]) -> tuple[str | None, Any]:
+    """The one source of a value given under several names (Java's, librdkafka's, the JAAS
+    option): ``(name, value)``, (None, None) when none; ConfigError naming the second."""
+    given = [(name, value) for name, value in sources if value is not None]
+    if len(given) > 1:
+        raise ConfigError(f"set either {given[0][0]} or {given[1][0]}, not both", key=given[1][0])
+    return given[0] if given else (None, None)
+
+
+def _oauthbearer_credentials(values: dict[str, Any], explicit: Mapping[str, Any]):
+    """sasl.mechanism=OAUTHBEARER: the token source (a callable or OIDC client credentials)
+    and how it is renewed, checked against each other."""
+    import threading
+
+    from .oauth import (ClientCredentialsRetriever, FileTokenRetriever, OAuthBearerCredentials,
+                        RefreshConfig, https_context, provider_source)
+
+    for key in ("sasl.username", "sasl.password"):
+        if values[key] is not None:
+            raise ConfigError(f"{key} is set but sasl.mechanism is OAUTHBEARER, which sends a "
+                              f"token, not a password", key=key)
+    jaas: dict[str, Any] = {}
+    if values["sasl.jaas.config"] is not None:
+        try:
+            jaas = parse_oauthbearer_jaas(values["sasl.jaas.config"])
+        except ValueError as exc:
+            raise ConfigError(f"sasl.jaas.config: {exc}", key="sasl.jaas.config") from None
+    handler = values["sasl.login.callback.handler.class"]
+    handler_oidc = isinstance(handler, str)
+    provider_key, provider = _one_of(
+        values, ("sasl.oauthbearer.token.provider", values["sasl.oauthbearer.token.provider"]),
+        ("oauth.cb", values["oauth.cb"]),
+        ("sasl.login.callback.handler.class", None if handler_oidc else handler))
+    url = values["sasl.oauthbearer.token.endpoint.url"]
+    method = values["sasl.oauthbearer.method"]
+    if provider is not None and url is not None:
+        raise ConfigError(f"set either {provider_key} (a token provider) or "
+                          f"sasl.oauthbearer.token.endpoint.url (OIDC), not both",
+                          key="sasl.oauthbearer.token.endpoint.url")
+    if provider is not None and (method == "oidc" or handler_oidc):
+        key = "sasl.oauthbearer.method" if method == "oidc" else "sasl.login.callback.handler.class"
+        raise ConfigError(f"{key} asks for the built-in OIDC client credentials but {provider_key} "
+                          f"gives a token provider; set one of them", key=key)
+    if url is not None and method == "default":
+        raise ConfigError("sasl.oauthbearer.token.endpoint.url is set but sasl.oauthbearer.method "
+                          "is default (the token provider); set it to oidc or leave it unset",
+                          key="sasl.oauthbearer.method")
+    extensions: dict[str, str] = dict(jaas.get("extensions", {}))
+    if values["sasl.oauthbearer.extensions"] is not None:
+        try:
+            extensions.update(_parse_extensions_setting(values["sasl.oauthbearer.extensions"]))
+        except ValueError as exc:
+            raise ConfigError(f"sasl.oauthbearer.extensions: {exc}",
+                              key="sasl.oauthbearer.extensions") from None
+    backoff, backoff_max = values["sasl.login.retry.backoff.ms"], values["sasl.login.retry.backoff.max.ms"]
+    if backoff_max < backoff:
+        # Java's Retry refuses it (retryBackoffMaxMs less than retryBackoffMs).
+        raise ConfigError(f"sasl.login.retry.backoff.max.ms ({backoff_max}) is less than "
+                          f"sasl.login.retry.backoff.ms ({backoff})",
+                          key="sasl.login.retry.backoff.max.ms")
+    refresh = RefreshConfig(values["sasl.login.refresh.window.factor"],
+                            values["sasl.login.refresh.window.jitter"],
+                            values["sasl.login.refresh.min.period.seconds"],
+                            values["sasl.login.refresh.buffer.seconds"])
+    claims = dict(sub_claim_name=values["sasl.oauthbearer.sub.claim.name"],
+                  scope_claim_name=values["sasl.oauthbearer.scope.claim.name"])
+    for key, claim in (("sasl.oauthbearer.sub.claim.name", claims["sub_claim_name"]),
+                       ("sasl.oauthbearer.scope.claim.name", claims["scope_claim_name"])):
+        if not claim:
+            raise ConfigError(f"{key} is empty", key=key)
+    common = dict(extensions=extensions, refresh=refresh, retry_backoff_ms=backoff,
+                  retry_backoff_max_ms=backoff_max)
+    oidc_only = [k for k in (_JAVA_CLIENT_ID, _JAVA_CLIENT_SECRET, "sasl.oauthbearer.client.id",
+                             "sasl.oauthbearer.client.secret", "sasl.oauthbearer.scope",
+                             "sasl.oauthbearer.header.urlencode", "sasl.login.connect.timeout.ms",
+                             "sasl.login.read.timeout.ms") if k in explicit]
+    if provider is not None:
+        if oidc_only or "client_id" in jaas or "client_secret" in jaas:
+            key = oidc_only[0] if oidc_only else "sasl.jaas.config"
+            raise ConfigError(f"{key} is an OIDC client credentials setting, but {provider_key} "
+                              f"gives a token provider", key=key)
+        fetch = provider_source(provider, values["sasl.oauthbearer.config"], **claims)
+        return OAuthBearerCredentials(fetch, fetch.description,
+                                      secrets=(values["sasl.oauthbearer.config"] or "",), **common)
+    if url is None:
+        if method == "oidc" or handler_oidc or "client_id" in jaas:
+            raise ConfigError("the OIDC client credentials need sasl.oauthbearer.token.endpoint.url "
+                              "(the identity provider's token endpoint)",
+                              key="sasl.oauthbearer.token.endpoint.url")
+        raise ConfigError("sasl.mechanism=OAUTHBEARER needs a token source: "
+                          "sasl.oauthbearer.token.provider (a callable; confluent-kafka's oauth_cb "
+                          "is accepted), or sasl.oauthbearer.token.endpoint.url with OIDC client "
+                          "credentials", key="sasl.oauthbearer.token.provider")
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme == "file":
+        from urllib.parse import unquote, urlsplit
+        path = unquote(urlsplit(url).path)
+        if not path:
+            raise ConfigError("sasl.oauthbearer.token.endpoint.url: a file: URL needs a path",
+                              key="sasl.oauthbearer.token.endpoint.url")
+        fetch = FileTokenRetriever(path, **claims)
+        return OAuthBearerCredentials(fetch, fetch.description, **common)
+    if scheme not in ("https", "http"):
+        raise ConfigError("sasl.oauthbearer.token.endpoint.url must be an https:// (or http://, "
+                          "or file:) URL", key="sasl.oauthbearer.token.endpoint.url")
+    id_key, client_id = _one_of(values, (_JAVA_CLIENT_ID, values[_JAVA_CLIENT_ID]),
+                                ("sasl.oauthbearer.client.id", values["sasl.oauthbearer.client.id"]),
+                                ("sasl.jaas.config", jaas.get("client_id")))
+    secret_key, secret = _one_of(values, (_JAVA_CLIENT_SECRET, values[_JAVA_CLIENT_SECRET]),
+                                 ("sasl.oauthbearer.client.secret", values["sasl.oauthbearer.client.secret"]),
+                                 ("sasl.jaas.config", jaas.get("client_secret")))
+    _scope_key, scope = _one_of(values, ("sasl.oauthbearer.scope", values["sasl.oauthbearer.scope"]),
+                                ("sasl.jaas.config", jaas.get("scope")))
+    for key, value, alias in ((_JAVA_CLIENT_ID, client_id, "sasl.oauthbearer.client.id"),
+                              (_JAVA_CLIENT_SECRET, secret, "sasl.oauthbearer.client.secret")):
+        if value is None or not value.strip():
+            what = "is empty" if value is not None else "is missing"
+            raise ConfigError(f"OIDC client credentials need {key} (or librdkafka's {alias}); it "
+                              f"{what}", key=key)
+    # The trust of the broker connections (kproducer.tls's settings) serves the token endpoint.
+    tls = values["security.protocol"] == "SASL_SSL"
+    cafile = (values["ssl.truststore.location"] or values["ssl.ca.location"]) if tls else None
+    check_hostname = values["ssl.endpoint.identification.algorithm"] == "https" if tls else True
+    stop = threading.Event()
+    fetch = ClientCredentialsRetriever(
+        url, client_id, secret, scope, stop=stop,
+        ssl_context_factory=lambda: https_context(cafile, check_hostname),
+        retry_backoff_ms=backoff, retry_backoff_max_ms=backoff_max,
+        connect_timeout_ms=values["sasl.login.connect.timeout.ms"],
+        read_timeout_ms=values["sasl.login.read.timeout.ms"],
+        urlencode_header=values["sasl.oauthbearer.header.urlencode"], **claims)
+    return OAuthBearerCredentials(fetch, fetch.description, secrets=(secret,), stop=stop, **common)
 
 
 _TLS_KEYS = ("ssl.truststore.location", "ssl.truststore.type", "ssl.keystore.location",

@@ -81,6 +81,22 @@ class ConfigError(KafkaError, ValueError):
         self.key = key
 
 
+class TlsConfigError(ConfigError):
+    """A TLS file or password that OpenSSL could not use (``kproducer._net.TlsContext``);
+    the message carries OpenSSL's reason.
+
+    ``tls_input`` names the TlsContext argument at fault (``"cafile"``, ``"certfile"``,
+    ``"keyfile"``, or ``None``); ``key_password_failed`` is True when the key is encrypted
+    and could not be decrypted (no password, or a wrong one).
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, tls_input: str | None = None,
+                 key_password_failed: bool = False):
+        super().__init__(message, key=key)
+        self.tls_input = tls_input
+        self.key_password_failed = key_password_failed
+
+
 class KafkaTimeoutError(KafkaError, TimeoutError):
     """A bounded wait ran out: metadata or memory within ``max.block.ms``, a
     record within ``delivery.timeout.ms``, a future's ``result(timeout)``."""
@@ -113,6 +129,13 @@ class AuthenticationError(KafkaError):
     Not retried: records waiting for that broker fail with it and metadata waits
     raise it (Java's AuthenticationException). Messages never contain credentials.
     """
+
+
+class TokenProviderError(AuthenticationError):
+    """No usable OAUTHBEARER token: the token provider raised or returned something
+    unusable, the OIDC token endpoint refused the client or could not be reached, or the
+    token expired before a new one could be obtained. The message names the source and the
+    cause (``__cause__`` is the original exception); handled like any AuthenticationError."""
 
 
 class SslAuthenticationError(AuthenticationError):

@@ -8,6 +8,9 @@ fail the node's in-flight requests and disconnect it; ApiVersions on every new
 connection, then with SASL a SaslHandshake and SaslAuthenticate rounds
 (:mod:`kproducer.sasl`). A failed authentication closes the connection and is kept
 as the node's ``auth_error`` for the Sender, which fails what waits for that node.
+KIP-368: a session lifetime in the SaslAuthenticate answer makes the connection
+re-authenticate before it ends (REAUTHENTICATING, see ``_sasl_timers``); an OAUTHBEARER
+connection whose first token is still being obtained waits for it (``sasl.pending()``).
 
 Host names are resolved off the I/O thread (:class:`_Lookup`): a slow or dead DNS
 server must not stall the other brokers' traffic or ``close()``; the node stays
@@ -30,7 +33,7 @@ import random
 import socket
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Collection, Optional
+from typing import Callable, Collection, Iterable, Optional
 
 from kproducer import codec
 from kproducer._disconnect import DisconnectKind
@@ -49,8 +52,8 @@ log = logging.getLogger("kproducer")
 CLIENT_SOFTWARE_NAME = "kproducer"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 # Correlation ids the courier gets per node (reserve_requests): the most requests it may write
-# to it between two steps (each response it reads makes room for one more). The Sender gives
-# back those it did not use (rewind_correlation_ids).
+# to it between two steps (each response it reads makes room for one more). Those it did not
+# use are given back as it is taken (release_courier_ids).
 COURIER_IDS = 256
 # KIP-219: from this Produce version the broker answers at once and the client waits out the
 # throttle (Java's ProduceResponse.shouldClientThrottle); before it the broker delayed the answer.
@@ -64,6 +67,13 @@ AUTHENTICATING = len(_STATE_NAMES)
 _STATE_NAMES.append("AUTHENTICATING")
 # States of a connection being set up: bounded by socket.connection.setup.timeout.ms.
 _SETTING_UP = (CONNECTING, CHECKING_API_VERSIONS, AUTHENTICATING)
+# KIP-368 re-authentication of a READY connection: no new request is written to it until
+# its requests in flight are answered and SaslHandshake + SaslAuthenticate have succeeded.
+REAUTHENTICATING = len(_STATE_NAMES)
+_STATE_NAMES.append("REAUTHENTICATING")
+# Java's SaslClientAuthenticator.ReauthInfo: re-authenticate at a random 85-95 % of the
+# session lifetime the broker gave.
+_REAUTH_WINDOW = (0.85, 0.95)
 
 # A connection lost before it was READY, by the kind of failure (Selector.poll's
 # Disconnect.kind): the error class, when it is not a plain NetworkError. A failed TLS
@@ -160,6 +170,11 @@ class NodeState:
     # KIP-219: the broker asked for no request on this connection before this instant
     # (mono ms): a quota's throttle, answered at once and honoured by the client.
     throttle_until_ms: int = 0
+    # SASL: waiting for the first OAUTHBEARER token (state AUTHENTICATING, nothing sent yet);
+    # KIP-368: when to re-authenticate (mono ms, 0: never) and when the session ends.
+    sasl_waiting: bool = False
+    reauth_at_ms: int = 0
+    session_end_ms: int = 0
 
 
 class NetworkClient:
@@ -178,8 +193,12 @@ class NetworkClient:
         # kproducer._net.TlsContext for security.protocol SSL / SASL_SSL, or None. The
         # selector runs the handshake: a connection is "connected" once TLS is up.
         self.tls = tls
-        # kproducer.sasl.SaslCredentials, or None without SASL.
+        # kproducer.sasl.SaslCredentials (kproducer.oauth.OAuthBearerCredentials for
+        # OAUTHBEARER, whose token login starts now and wakes the poll after each attempt),
+        # or None without SASL.
         self.sasl = sasl
+        # KIP-368 re-authentications that succeeded (Producer.metrics() may show them).
+        self.reauthentications = 0
         # (node_id, AuthenticationError) not yet taken by the Sender (take_auth_failures).
         self.auth_failures: list = []
         # Why the last connection attempt failed (None once a connection is ready): the
@@ -205,9 +224,15 @@ class NetworkClient:
         self.nodes: dict[int, NodeState] = {}
         self._free_slots = list(range(max_connections - 1, -1, -1))
         self._next_cid = 1
+        # [first, end) of the correlation ids reserved for the courier while it is armed
+        # (reserve_courier_requests), None otherwise.
+        self._courier_ids: Optional[tuple] = None
         # Round trips of the requests answered: from the write to the read of the response
         # (the selector's stamp, or the courier's), whoever read it; Producer.metrics().
         self.request_latency = LatencyHistogram()
+        start = getattr(sasl, "start", None)     # OAUTHBEARER: the first token, now
+        if start is not None:
+            start(self.wakeup)
 
     # -- nodes ---------------------------------------------------------------------
 
@@ -301,7 +326,7 @@ class NetworkClient:
             if ns.state == READY and load < self.max_in_flight:
                 if best is None or load < best_load:
                     best, best_load = nid, load
-            elif ns.state in _SETTING_UP:
+            elif ns.state in _SETTING_UP or ns.state == REAUTHENTICATING:
                 connecting = nid
             elif self.can_connect(ns, now) and can_connect is None:
                 can_connect = nid
@@ -424,21 +449,40 @@ class NetworkClient:
 
     # -- SASL (Java's SaslClientAuthenticator: handshake v1, then SaslAuthenticate rounds) --
 
-    def _start_authentication(self, ns, now: int) -> None:
-        ns.state = AUTHENTICATING
+    def _start_authentication(self, ns, now: int, state: int = AUTHENTICATING) -> None:
+        ns.state = state
         mechanism = self.sasl.mechanism
         if v.SASL_HANDSHAKE not in ns.versions or v.SASL_AUTHENTICATE not in ns.versions:
             self._auth_failed(ns, AuthenticationError(
                 f"node {ns.node_id} ({ns.host}:{ns.port}) does not support SaslHandshake v1 and "
                 f"SaslAuthenticate (Kafka 1.0+); cannot authenticate with {mechanism}"), now)
             return
+        # OAUTHBEARER whose token is on its way (kproducer.oauth): a new connection waits for
+        # it, within socket.connection.setup.timeout.ms (the login wakes the poll, and
+        # _sasl_timers starts again); a session to renew is dropped instead, with nothing in
+        # flight, and the next connection waits.
+        pending = getattr(self.sasl, "pending", None)
+        ns.sasl_waiting = pending is not None and pending()
+        if ns.sasl_waiting:
+            if state == REAUTHENTICATING:
+                self._disconnect(ns, NetworkError(
+                    f"node {ns.node_id}: no {mechanism} token to re-authenticate with yet; "
+                    f"reconnecting"), now)
+            return
+        try:
+            # Before the handshake: credentials that cannot be used (an OAUTHBEARER token
+            # that could not be obtained) fail here, with nothing sent.
+            mech = self.sasl.new_client()
+        except AuthenticationError as exc:
+            self._auth_failed(ns, exc, now)
+            return
         self._enqueue(ns, v.SASL_HANDSHAKE, ns.versions[v.SASL_HANDSHAKE],
                       m.SaslHandshakeRequest(mechanism=mechanism),
-                      lambda resp, err: self._on_sasl_handshake(ns, resp, err), now, internal=True)
+                      lambda resp, err: self._on_sasl_handshake(ns, mech, resp, err), now, internal=True)
 
-    def _on_sasl_handshake(self, ns, resp, err) -> None:
+    def _on_sasl_handshake(self, ns, mech, resp, err) -> None:
         now = self.time.mono_ms()
-        if err is not None or ns.state != AUTHENTICATING:
+        if err is not None or ns.state not in (AUTHENTICATING, REAUTHENTICATING):
             return
         mechanism = self.sasl.mechanism
         if resp.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
@@ -452,7 +496,6 @@ class NetworkClient:
                 f"({resp.error_code})"), now)
             return
         try:
-            mech = self.sasl.new_client()
             self._send_sasl_token(ns, mech, mech.first_message(), now)
         except AuthenticationError as exc:
             self._auth_failed(ns, exc, now)
@@ -469,11 +512,13 @@ class NetworkClient:
         if resp.error_code != 0:
             # The broker closes the connection after this; its message says why.
             why = self.sasl.scrub(resp.error_message or "")
-            self._auth_failed(ns, AuthenticationError(
-                f"SASL {self.sasl.mechanism} authentication with node {ns.node_id} failed: "
-                f"{error_name(resp.error_code)} ({resp.error_code})" + (f": {why}" if why else "")), now)
+            what = "re-authentication" if ns.state == REAUTHENTICATING else "authentication"
+            message = (f"SASL {self.sasl.mechanism} {what} with node {ns.node_id} failed: "
+                       f"{error_name(resp.error_code)} ({resp.error_code})" + (f": {why}" if why else ""))
+            explain = getattr(mech, "explain_failure", None)   # OAUTHBEARER: the JSON, the token
+            self._auth_failed(ns, AuthenticationError(explain(message) if explain else message), now)
             return
-        if ns.state != AUTHENTICATING:
+        if ns.state not in (AUTHENTICATING, REAUTHENTICATING):
             return
         try:
             token = mech.respond(resp.auth_bytes)
@@ -483,11 +528,47 @@ class NetworkClient:
         if token is not None:
             self._send_sasl_token(ns, mech, token, now)
         elif mech.complete:
-            log.debug("node %s authenticated with %s", ns.node_id, self.sasl.mechanism)
-            self._on_ready(ns)
+            self._session_started(ns, resp, now)
         else:
             self._auth_failed(ns, AuthenticationError(
                 f"SASL {self.sasl.mechanism} exchange with node {ns.node_id} ended incomplete"), now)
+
+    def _session_started(self, ns, resp, now: int) -> None:
+        """Authenticated: READY again; KIP-368's session lifetime (SaslAuthenticate v1+, 0
+        for none) sets when to re-authenticate (Java: a random 85-95 % of it)."""
+        lifetime = getattr(resp, "session_lifetime_ms", 0) or 0
+        if lifetime > 0:
+            ns.session_end_ms = now + lifetime
+            ns.reauth_at_ms = now + max(1, int(lifetime * random.uniform(*_REAUTH_WINDOW)))
+        else:
+            ns.session_end_ms = ns.reauth_at_ms = 0
+        if ns.state == REAUTHENTICATING:
+            self.reauthentications += 1
+            log.debug("node %s re-authenticated with %s, session lifetime %d ms", ns.node_id,
+                      self.sasl.mechanism, lifetime)
+        else:
+            log.debug("node %s authenticated with %s, session lifetime %d ms", ns.node_id,
+                      self.sasl.mechanism, lifetime)
+        self._on_ready(ns)
+
+    def _sasl_timers(self, now: int) -> None:
+        """SASL's timers, at every poll: a connection waiting for the first OAUTHBEARER token
+        goes on once the login has it (or fails with the login's error); a READY connection
+        whose re-authentication time came takes no new request (REAUTHENTICATING: not
+        ready, the courier is not armed for it) and, once its requests in flight are
+        answered, runs SaslHandshake + SaslAuthenticate again on the same connection
+        (KIP-368); the answer makes it READY with a new session."""
+        for ns in list(self.nodes.values()):
+            if ns.state == AUTHENTICATING and ns.sasl_waiting:
+                self._start_authentication(ns, now)
+            elif ns.state == READY and ns.reauth_at_ms and now >= ns.reauth_at_ms:
+                ns.state = REAUTHENTICATING
+                log.debug("node %s: re-authenticating (session ends in %d ms) after %d request(s) "
+                          "in flight", ns.node_id, ns.session_end_ms - now,
+                          len(ns.in_flight) + len(ns.pending))
+            if ns.state == REAUTHENTICATING and ns.reauth_at_ms and not ns.in_flight and not ns.pending:
+                ns.reauth_at_ms = 0                     # the exchange starts
+                self._start_authentication(ns, now, REAUTHENTICATING)
 
     def _auth_failed(self, ns, exc: AuthenticationError, now: int) -> None:
         """Closes the connection (never used after a failed exchange) and keeps the error
@@ -549,15 +630,30 @@ class NetworkClient:
         self._next_cid = (cid + count) & 0x7FFFFFFF or 1
         return cid
 
-    @property
-    def next_correlation_id(self) -> int:
-        return self._next_cid
+    def reserve_courier_requests(self, api_key: int, *, reads: bool = True) -> dict:
+        """{node_id: :meth:`reserve_requests`'s plan} of every node that can take requests
+        from the courier now. The correlation ids reserved are the courier's until
+        :meth:`release_courier_ids`."""
+        first = self._next_cid
+        plans = {}
+        for node_id in self.nodes:
+            plan = self.reserve_requests(node_id, api_key, reads=reads)
+            if plan is not None:
+                plans[node_id] = plan
+        self._courier_ids = (first, self._next_cid)
+        return plans
 
-    def rewind_correlation_ids(self, expected: int, to: int) -> None:
-        """Gives back the correlation ids from ``to`` on, reserved but not used, when none
-        was reserved since (the next is still ``expected``)."""
-        if self._next_cid == expected:
-            self._next_cid = to
+    def release_courier_ids(self, used: Iterable[int]) -> None:
+        """The courier was taken, having written requests with the correlation ids ``used``:
+        the ids reserved for it after the last it used are given back, unless others were
+        reserved since (the next id would not follow them)."""
+        if self._courier_ids is None:
+            return
+        first, end = self._courier_ids
+        self._courier_ids = None
+        last = max((cid for cid in used if first <= cid < end), default=None)
+        if self._next_cid == end:
+            self._next_cid = first if last is None else last + 1
 
     def reserve_requests(self, node_id: int, api_key: int, *, reads: bool = True) -> Optional[tuple]:
         """(connection id, version, first correlation id, ids reserved, max in flight, [(
@@ -708,7 +804,7 @@ class NetworkClient:
             ns = by_slot.get(slot)
             if ns is None:
                 continue
-            setup_error = _SETUP_ERRORS.get(kind) if ns.state != READY else None
+            setup_error = _SETUP_ERRORS.get(kind) if ns.state not in (READY, REAUTHENTICATING) else None
             if setup_error is None and self._try_next_address(ns, reason, now):
                 continue
             if setup_error is not None:
@@ -719,6 +815,8 @@ class NetworkClient:
             else:
                 exc = NetworkError(f"connection to node {ns.node_id} ({ns.host}:{ns.port}) lost: {reason}")
             completions.extend(self._disconnect(ns, exc, now, closed_by_peer=True, run=False))
+        if self.sasl is not None:
+            self._sasl_timers(now)
         completions.extend(self._handle_timeouts(now))
         for callback, resp, err in completions:
             callback(resp, err)
@@ -802,6 +900,8 @@ class NetworkClient:
                 t = min(t, ns.in_flight[0].send_ms + self.request_timeout_ms - now)
             if ns.state in _SETTING_UP:
                 t = min(t, ns.connect_started_ms + self.connection_setup_timeout_ms - now)
+            elif ns.reauth_at_ms and ns.state == READY:     # KIP-368 (_sasl_timers)
+                t = min(t, ns.reauth_at_ms - now)
         return max(t, 0)
 
     def _handle_timeouts(self, now: int) -> list:
@@ -812,6 +912,9 @@ class NetworkClient:
                 if self._try_next_address(ns, "no connection within socket.connection.setup.timeout.ms", now):
                     continue
                 what = (f"the host name {ns.host} not resolved" if ns.lookup is not None else
+                        f"no {self.sasl.mechanism} token yet from "
+                        f"{getattr(self.sasl, 'description', 'its source')} for node "
+                        f"{ns.node_id}" if ns.state == AUTHENTICATING and ns.sasl_waiting else
                         f"connection to node {ns.node_id} ({ns.host}:{ns.port}) not established")
                 out.extend(self._disconnect(ns, KafkaTimeoutError(
                     f"{what} within socket.connection.setup.timeout.ms={self.connection_setup_timeout_ms}"),
@@ -874,3 +977,6 @@ class NetworkClient:
         for ns in list(self.nodes.values()):
             self._disconnect(ns, None, self.time.mono_ms())
         self.selector.close_all()
+        close = getattr(self.sasl, "close", None)      # OAUTHBEARER: the token login's thread
+        if close is not None:
+            close()

@@ -23,6 +23,7 @@ import time
 
 from kproducer._accumulator import (NEED_MEMORY, NEED_METADATA, RecordAccumulator, SendPath,
                                     fork_generation, wall_clock_ms)
+from kproducer import interceptors as _interceptors
 from kproducer import producer_cache
 from kproducer.config import ProducerConfig
 from kproducer.coordinator import TxnResult
@@ -32,11 +33,16 @@ from kproducer.metadata import Metadata
 from kproducer.network import NetworkClient
 from kproducer.partitioner import custom_partition
 from kproducer.sender import Sender
+from kproducer.serialization import offer_cluster_id, record_serializer, serialize_columns
 from kproducer.transactions import CompleteTxn, PreparedTransaction
+from kproducer.turn import StepTurn
 
 log = logging.getLogger("kproducer")
 
 _client_ids = itertools.count(1)
+
+# Producer._send_slow's ``why`` once the interceptors' on_send has run: nothing tried yet.
+_INTERCEPTED = object()
 
 # Legal topic names (Kafka's Topic.validate): [a-zA-Z0-9._-], 1..249 characters, not "." or "..".
 _TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -69,7 +75,11 @@ class Producer:
             else ProducerConfig(config, **settings)
         self._lock = threading.Lock()
         self._closed = False
+        # interceptor.classes and the instrumentations' (kproducer.otel); None: none, and
+        # send() keeps its compiled path. Made once: a forked child keeps them.
+        self._interceptors = _interceptors.for_producer(self, self._config)
         self._start()
+        offer_cluster_id(self, (self._config.key_serializer, self._config.value_serializer))
 
     # -- construction (again after fork) ------------------------------------------------
 
@@ -80,6 +90,8 @@ class Producer:
         self.client_id = cfg.client_id or f"kproducer-{next(_client_ids)}"
         self._key_serializer = cfg.key_serializer
         self._value_serializer = cfg.value_serializer
+        # Serializers taking (obj, ctx): decided here, once (kproducer.serialization).
+        self._serialize = record_serializer(cfg.key_serializer, cfg.value_serializer)
         self._custom_partitioner = cfg.partitioner
         self._max_block_s = cfg.max_block_ms / 1000.0
         self._max_request_size = cfg.max_request_size
@@ -96,6 +108,9 @@ class Producer:
             connections_max_idle_ms=cfg.connections_max_idle_ms,
             send_buffer_bytes=cfg.send_buffer_bytes, receive_buffer_bytes=cfg.receive_buffer_bytes,
             sasl=cfg.sasl_credentials, tls=tls_context(cfg))
+        # Which thread runs the Sender's next step: the accumulator names its batches'
+        # deadlines to the turn's watcher, and its sends and waits run the steps through it.
+        self._turn = turn = StepTurn(self._client.selector.fileno())
         self._acc = RecordAccumulator(
             batch_size=max(cfg.batch_size, 1), batch_max_size=max(cfg.batch_max_size, cfg.batch_size, 1),
             linger_ms=cfg.linger_ms, compression=cfg.compression_type,
@@ -103,22 +118,23 @@ class Producer:
             ignore_keys=cfg.partitioner_ignore_keys, retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms, max_request_size=cfg.max_request_size,
             wakeup=self._client.wakeup, adaptive=cfg.partitioner_adaptive_partitioning_enable,
-            availability_timeout_ms=cfg.partitioner_availability_timeout_ms)
+            availability_timeout_ms=cfg.partitioner_availability_timeout_ms,
+            turn=turn.watcher, step=turn.step_from_app, run_steps_until=turn.run_steps_until)
         addresses = cfg.bootstrap_addresses
         self._metadata.bootstrap(addresses)
         for i, (host, port) in enumerate(addresses):
             self._client.set_node(-(i + 1), host, port)
-        self._sender = Sender(cfg, self._acc, self._metadata, self._client)
+        self._sender = Sender(cfg, self._acc, self._metadata, self._client, turn)
         self._sender.start()
         # send() is the compiled SendPath.send bound here (the class's send() below calls the
         # same): the per-record path has no Python frame. What it cannot do alone (a fork,
-        # serializers, a custom partitioner, waiting for metadata or memory) it hands to
-        # _send_slow.
+        # serializers, a custom partitioner, interceptors, waiting for metadata or memory) it
+        # hands to _send_slow.
         needs_python = (self._key_serializer is not None or self._value_serializer is not None
-                        or self._custom_partitioner is not None)
+                        or self._custom_partitioner is not None or self._interceptors is not None)
         self._txn = self._sender.txn
         self._send_path = SendPath(self._acc, self._send_slow, needs_python or self._txn is not None,
-                                   self._sender.turn, self._sender.step_from_app)
+                                   turn.watcher, turn.step_from_app)
         if self._txn is not None:
             # Outside an open transaction send() goes through _send_slow, which raises the
             # transaction's state error.
@@ -148,7 +164,8 @@ class Producer:
         """Queues one record and returns its future (RecordMetadata on success).
 
         ``value`` and ``key`` are bytes-like or None (or anything the configured
-        serializers accept); ``headers`` a sequence of ``(str, bytes | None)``;
+        serializers accept: one taking two arguments is given a SerializationContext,
+        see kproducer.serialization); ``headers`` a sequence of ``(str, bytes | None)``;
         ``on_delivery(err, metadata)`` runs on the I/O thread when the record is
         acknowledged or fails. Blocks only while the topic's metadata is unknown or
         ``buffer.memory`` is full, up to ``max.block.ms``, then raises
@@ -163,7 +180,8 @@ class Producer:
         How it runs: each producer binds ``send`` to its compiled ``SendPath.send``
         (``_accumulator_parts/send_path.pxi``), which this method calls too. It appends
         straight into the accumulator, whose ``append`` makes every check of the record;
-        the rest (forks, serializers, a custom partitioner, the waits) is ``_send_slow``.
+        the rest (forks, serializers, a custom partitioner, interceptors (whose ``on_send``
+        runs first: kproducer.interceptors), the waits) is ``_send_slow``.
         """
         return self._send_path.send(topic, value, key, partition, timestamp_ms, headers, on_delivery)
 
@@ -172,7 +190,13 @@ class Producer:
         SendPath.send calls it with ``why=None`` when it tried nothing (a fork, serializers,
         a custom partitioner, a topic that is not a str), else with what the accumulator
         answered: NEED_METADATA or NEED_MEMORY. The checks of the record itself (types,
-        sizes, partition range, a closed producer) are the accumulator's."""
+        sizes, partition range, a closed producer) are the accumulator's.
+
+        With interceptors, their on_send runs first (as in Java, before anything else),
+        then this again through ``_send_intercepted`` (``why=_INTERCEPTED``)."""
+        if why is None and self._interceptors is not None:
+            return self._interceptors.send(self._send_intercepted, topic, value, key, partition,
+                                           timestamp_ms, headers, on_delivery)
         if fork_generation() != self._generation:
             self._check_fork()
             why = None      # a new accumulator in a child
@@ -180,11 +204,15 @@ class Producer:
         if self._txn is not None:
             self._txn.check_send()
         _check_topic(topic)
-        if why is None:
-            if self._key_serializer is not None and key is not None:
-                key = self._key_serializer(key)
-            if self._value_serializer is not None and value is not None:
-                value = self._value_serializer(value)
+        if why is None or why is _INTERCEPTED:
+            why = None
+            if self._serialize is not None:     # a serializer takes (obj, ctx)
+                key, value, headers = self._serialize(topic, key, value, headers)
+            else:
+                if self._key_serializer is not None and key is not None:
+                    key = self._key_serializer(key)
+                if self._value_serializer is not None and value is not None:
+                    value = self._value_serializer(value)
         custom = self._custom_partitioner if partition is None else None
         deadline = time.monotonic() + self._max_block_s
         checked = False
@@ -199,14 +227,20 @@ class Producer:
                         custom = None        # called once per record; None: the built-in choice
                     why = self._acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
                     if why is not NEED_METADATA and why is not NEED_MEMORY:
-                        if self._sender.turn.pending:
-                            self._sender.step_from_app()
+                        if self._turn.watcher.pending:
+                            self._turn.step_from_app()
                         return why
             if why is NEED_METADATA and not checked:
                 self._acc.check_fields(key, value, headers)   # a bad record fails before any wait
                 checked = True
             self._wait(topic, why, deadline)
             why = None
+
+    def _send_intercepted(self, topic, value, key, partition, timestamp_ms, headers, on_delivery):
+        """send() past the interceptors' on_send (kproducer.interceptors): the record they
+        returned, with an on_delivery that runs their on_acknowledgement first."""
+        return self._send_slow(topic, value, key, partition, timestamp_ms, headers, on_delivery,
+                               _INTERCEPTED)
 
     def _wait(self, topic: str, why, deadline: float) -> None:
         """Waits, until ``deadline`` (time.monotonic()), for what the accumulator lacked:
@@ -237,27 +271,60 @@ class Producer:
         Every argument, header and record size is checked before anything is queued: a
         bad element raises (as in ``send()``) naming its index, and no record of the
         call is sent.
+
+        With ``key.serializer``/``value.serializer`` set, ``keys``/``values`` are columns of
+        the objects they take (a list, tuple, NumPy or Arrow array): each is serialized
+        once per record, in Python, before anything is queued (a serializer taking a
+        context gets one per record: see kproducer.serialization); an exception of a
+        serializer propagates with a note naming the record's index, and nothing is sent.
+        Interceptors with ``on_send_many``/``on_acknowledgement_many`` are called once per
+        call, never per record (kproducer.interceptors).
         """
+        if self._interceptors is not None and self._interceptors.intercepts_send_many:
+            return self._interceptors.send_many(
+                self._send_many,
+                _interceptors.SendManyColumns(topic, values, keys, partition, timestamps, headers),
+                on_delivery, futures)
+        return self._send_many(topic, values, keys, partition, timestamps, headers, on_delivery, futures)
+
+    def _send_many(self, topic, values, keys, partition, timestamps, headers, on_delivery, futures):
+        """send_many() past the interceptors (their on_send_many, if any, has run)."""
         if fork_generation() != self._generation:
             self._check_fork()
         self._acc.ensure_open()
         if self._txn is not None:
             self._txn.check_send()
         _check_topic(topic)
-        if self._key_serializer is not None or self._value_serializer is not None:
-            raise TypeError("send_many takes bytes columns; serializers apply to send() only")
         if partition is None and self._custom_partitioner is not None:
             raise TypeError("send_many does not call a custom partitioner; pass partition= or use send()")
+        if self._key_serializer is not None or self._value_serializer is not None:
+            values, keys, headers = serialize_columns(self._key_serializer, self._value_serializer,
+                                                      topic, values, keys, headers)
         deadline = time.monotonic() + self._max_block_s
         while True:
             # append_many waits for buffer memory itself (between chunks of the column).
             result = self._acc.append_many(topic, values, keys, partition, timestamps, headers, on_delivery,
                                            futures, max(0.0, deadline - time.monotonic()))
             if result is not NEED_METADATA:
-                if self._sender.turn.pending:
-                    self._sender.step_from_app()
+                if self._turn.watcher.pending:
+                    self._turn.step_from_app()
                 return result
             self._wait(topic, NEED_METADATA, deadline)
+
+    def _cluster_id(self) -> str:
+        """The cluster's id from the brokers' metadata, waiting for it up to max.block.ms
+        (the resolver confluent's Schema Registry serializers are offered:
+        kproducer.serialization.offer_cluster_id)."""
+        deadline = time.monotonic() + self._max_block_s
+        while (cluster_id := self._metadata.cluster.cluster_id) is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._closed:
+                raise KafkaTimeoutError(f"the cluster id is not known within "
+                                        f"max.block.ms={int(self._max_block_s * 1000)}")
+            version = self._metadata.request_update()
+            self._sender.wakeup()
+            self._metadata.await_update(version, min(remaining, 0.5))
+        return cluster_id
 
     def _wait_left(self, topic: str, why, deadline: float) -> float:
         """The seconds a wait for ``why`` may take (kproducer.aio's waits ask too): raises
@@ -352,7 +419,7 @@ class Producer:
         txn, deadline = self._txn_call("commit_transaction", timeout)
         res = txn.begin_commit()
         self._flush_for(txn, deadline, "commit_transaction")
-        self._sender.run_steps_until(lambda: res.done, deadline)    # EndTxn, as flush()
+        self._turn.run_steps_until(lambda: res.done, deadline)    # EndTxn, as flush()
         res.wait(max(0.0, deadline - time.monotonic()))
 
     def abort_transaction(self, timeout=None) -> None:
@@ -361,7 +428,7 @@ class Producer:
         txn, deadline = self._txn_call("abort_transaction", timeout)
         res = txn.begin_abort()
         self._flush_for(txn, deadline, "abort_transaction")
-        self._sender.run_steps_until(lambda: res.done, deadline)
+        self._turn.run_steps_until(lambda: res.done, deadline)
         res.wait(max(0.0, deadline - time.monotonic()))
 
     def prepare_transaction(self, timeout=None) -> PreparedTransaction:
@@ -439,16 +506,15 @@ class Producer:
         if self._closed:
             raise KafkaError("cannot poll: the producer is closed")
         self._check_fork()
-        sender = self._sender
-        if sender.in_step():
+        if self._turn.in_step():
             return 0
-        stats, acc = sender.stats, self._acc
+        stats, acc = self._sender.stats, self._acc
         before = stats["records_acked"] + stats["records_failed"]
         deadline = None if timeout is None else time.monotonic() + timeout
 
         def settled() -> int:
             return stats["records_acked"] + stats["records_failed"] - before
-        sender.run_steps_until(lambda: settled() or not acc.incomplete, deadline)
+        self._turn.run_steps_until(lambda: settled() or not acc.incomplete, deadline)
         return settled()
 
     # -- flush, close, introspection ------------------------------------------------------
@@ -459,7 +525,7 @@ class Producer:
         timeout = _check_timeout(timeout, "flush")
         if self._closed:
             raise KafkaError("cannot flush: the producer is closed")
-        if self._sender.in_step():
+        if self._turn.in_step():
             # The records it would wait for complete in the step this callback runs in.
             raise KafkaError("cannot flush from a delivery callback: it would wait for itself")
         self._check_fork()
@@ -478,7 +544,7 @@ class Producer:
                 return first == len(pending)
             self._sender.wakeup()           # a step under way elsewhere steps again
             # The first step sends what the flush made sendable, now.
-            self._sender.run_steps_until(flushed, deadline, step_first=True)
+            self._turn.run_steps_until(flushed, deadline, step_first=True)
             for r in pending[first:]:      # the Sender is closing (its thread steps), or timeout
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if not r.wait(remaining):
@@ -499,12 +565,14 @@ class Producer:
         if fork_generation() != self._generation and os.getpid() != self._pid:
             return  # the parent's producer is not ours to close
         self._acc.closed = True
-        if self._sender.in_step():
+        if self._turn.in_step():
             # From a delivery callback: waiting would wait for this very step. As Java's
             # close() from its I/O thread, the timeout is 0: what is pending fails.
             log.warning("kproducer: close() called from a delivery callback; closing with timeout 0")
             self._sender.initiate_close(force=True)
             self._metadata.close()
+            if self._interceptors is not None:
+                self._interceptors.close()
             return
         self._sender.initiate_close(force=timeout is not None and timeout <= 0)
         if not self._sender.join(timeout if timeout is None or timeout > 0 else None):
@@ -512,6 +580,9 @@ class Producer:
             self._sender.initiate_close(force=True)
             self._sender.join(5)
         self._metadata.close()
+        if self._interceptors is not None:
+            # After the I/O thread: the last acknowledgements have run (Java's order).
+            self._interceptors.close()
 
     def __enter__(self):
         return self
@@ -558,7 +629,7 @@ class Producer:
         out.update(produce_throttled_responses=client.throttled_responses,
                    produce_throttle_time_ms_total=client.throttle_time_ms_total,
                    produce_throttle_time_ms_max=client.throttle_time_ms_max)
-        out["steps_for_a_sleeping_sender"] = self._sender.turn.asleep_steps
+        out["steps_for_a_sleeping_sender"] = self._turn.watcher.asleep_steps
         out.update(self._sender.client.request_latency.summary_ms("request_latency"))
         out.update(buffer_total_bytes=self._acc.pool.total, buffer_available_bytes=self._acc.pool.available,
                    queued_batches=self._acc.queued_batches(), producer_id=self._sender.producer_id,

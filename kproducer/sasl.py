@@ -1,4 +1,5 @@
-"""SASL client mechanisms: PLAIN (RFC 4616) and SCRAM (RFC 5802, SCRAM-SHA-256/512 per RFC 7677).
+"""SASL client mechanisms: PLAIN (RFC 4616), SCRAM (RFC 5802, SCRAM-SHA-256/512 per RFC 7677)
+and OAUTHBEARER (RFC 7628 as Kafka uses it: KIP-255, with KIP-342's extensions).
 
 Each mechanism is a small state machine driven by the network client, one
 instance per connection::
@@ -22,6 +23,21 @@ verified (constant-time compare): a server that answers ``e=...``, a wrong
 signature or anything malformed raises :class:`~kproducer.errors.AuthenticationError`,
 and the network client then closes the connection instead of using it.
 
+OAUTHBEARER sends one message, the GS2 header, the bearer token and the SASL extensions,
+each key=value pair ended by ``^A`` (0x01)::
+
+    n,[a=<authzid>],^Aauth=Bearer <token>^A[key=value^A ...]^A  ->
+                                                  <- ""                       (success)
+                                                  <- {"status":"invalid_token"}  (failure)
+    ^A                                            ->
+                                                  <- SASL_AUTHENTICATION_FAILED (58)
+
+On failure the server answers with a JSON error (RFC 7628 section 3.2.2) and waits for the
+client's dummy ``^A`` before it sends the final error; :class:`OAuthBearerClient` keeps the
+JSON so the :class:`~kproducer.errors.AuthenticationError` names it. Where the token comes
+from (a callable, OIDC client credentials, AWS MSK IAM) and when it is refreshed is
+:mod:`kproducer.oauth`'s business.
+
 Credentials never appear in ``repr()``, log messages or exception text: the
 objects here hide them, and so do the SaslAuthenticate payloads built from them
 (:class:`SecretBytes`).
@@ -42,21 +58,26 @@ import binascii
 import hashlib
 import hmac
 import os
+import re
 import stringprep
+import time
 import unicodedata
-from typing import Dict, Optional
+from typing import Dict, Mapping, Optional
 
 from .errors import AuthenticationError
 
-__all__ = ["MECHANISMS", "SCRAM_HASHES", "PlainClient", "SaslCredentials", "ScramClient",
-           "SecretBytes", "saslprep", "scram_salted_password", "scram_keys", "HIDDEN"]
+__all__ = ["MECHANISMS", "SCRAM_HASHES", "OAuthBearerClient", "PlainClient", "SaslCredentials",
+           "ScramClient", "SecretBytes", "saslprep", "scram_salted_password", "scram_keys",
+           "validate_extensions", "HIDDEN"]
 
 HIDDEN = "[hidden]"
 
 #: SCRAM mechanism name -> hashlib name (RFC 7677 for SHA-256; SHA-512 as Kafka has it).
 SCRAM_HASHES: Dict[str, str] = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-#: Mechanisms kproducer implements.
+#: Mechanisms with a user name and password (:class:`SaslCredentials`).
 MECHANISMS = ("PLAIN", *SCRAM_HASHES)
+#: OAUTHBEARER: a bearer token (:class:`kproducer.oauth.OAuthBearerCredentials`).
+OAUTHBEARER = "OAUTHBEARER"
 
 # Kafka's ScramMechanism.minIterations: fewer would make a stolen verifier cheap to crack,
 # so a server asking for fewer is refused. The upper bound only stops a hostile server
@@ -301,6 +322,132 @@ def _printable(text: str, limit: int = 100) -> str:
     return "".join(c if c.isprintable() else "?" for c in text[:limit])
 
 
+# ---------------------------------------------------------------------------
+# OAUTHBEARER (RFC 7628 section 3.1; Kafka's OAuthBearerClientInitialResponse)
+
+_KVSEP = "\x01"
+# KIP-342: extension names are letters, values printable ASCII plus space and CR/LF/TAB;
+# "auth" is the token's own key.
+_EXTENSION_KEY = re.compile(r"[A-Za-z]+")
+_EXTENSION_VALUE = re.compile(r"[\x21-\x7E \t\r\n]+")
+# RFC 6750's b64token, as Kafka's broker parses it (OAuthBearerClientInitialResponse.AUTH_PATTERN).
+_BEARER_TOKEN = re.compile(r"[-_~+/.a-zA-Z0-9]+=*")
+
+
+def validate_extensions(extensions: Mapping[str, str]) -> Dict[str, str]:
+    """SASL extensions (KIP-342) checked as Kafka's broker checks them: names of letters
+    only, not ``auth``; values printable ASCII (space, tab, CR and LF allowed). Returns a
+    plain dict; ValueError naming the offending extension otherwise."""
+    out: Dict[str, str] = {}
+    for key, value in dict(extensions or {}).items():
+        if not isinstance(key, str) or not _EXTENSION_KEY.fullmatch(key):
+            raise ValueError(f"SASL extension name {key!r} is invalid: letters only (KIP-342)")
+        if key == "auth":
+            raise ValueError("SASL extension name 'auth' is reserved for the token (RFC 7628)")
+        if not isinstance(value, str) or not _EXTENSION_VALUE.fullmatch(value):
+            raise ValueError(f"SASL extension {key!r} has an invalid value: printable ASCII, "
+                             f"at least one character (KIP-342)")
+        out[key] = value
+    return out
+
+
+class OAuthBearerClient:
+    """The client side of OAUTHBEARER (RFC 7628) as Kafka speaks it (KIP-255, KIP-342).
+
+    One message: the GS2 header (``n,,``, or ``n,a=<authzid>,``), ``auth=Bearer <token>``,
+    the extensions, each pair ended by 0x01, and a final 0x01. An empty answer is success;
+    a non-empty one is the server's JSON error (RFC 7628 section 3.2.2), to which the client
+    answers 0x01 and the server then fails the exchange with its error code (which the
+    network client turns into the AuthenticationError, see :meth:`explain_failure`).
+
+    ``expires_ms`` (wall-clock ms), ``source`` (where the token came from) and ``renewal``
+    (a callable giving why no newer token could be obtained, or None) only serve the error
+    message: a token the broker refused after its expiry says so, and why.
+    """
+
+    mechanism = OAUTHBEARER
+    _FIRST, _SENT, _ERROR_SENT, _DONE = range(4)
+
+    def __init__(self, token: str, extensions: Optional[Mapping[str, str]] = None,
+                 authzid: str = "", *, expires_ms: Optional[int] = None, source: str = "",
+                 principal: Optional[str] = None, renewal=None):
+        if not isinstance(token, str) or not _BEARER_TOKEN.fullmatch(token):
+            raise AuthenticationError(
+                "OAUTHBEARER: the token is not a bearer token a Kafka broker accepts (RFC 6750 "
+                "b64token: letters, digits and -._~+/ with '=' padding; no 'Bearer ' prefix, no "
+                "spaces)" + (f"; it came from {source}" if source else ""))
+        try:
+            self._extensions = validate_extensions(extensions or {})
+        except ValueError as exc:
+            raise AuthenticationError(f"OAUTHBEARER: {exc}") from None
+        if "\x01" in authzid or "\0" in authzid:
+            raise AuthenticationError("OAUTHBEARER: the authorization id may not contain control characters")
+        self._token = token
+        # RFC 5801 saslname: ',' and '=' escaped as in SCRAM.
+        self._authzid = _escape_name(authzid)
+        self.expires_ms = expires_ms
+        self.source = source
+        self.principal = principal
+        self._renewal = renewal
+        self.server_error: Optional[str] = None   # the JSON of a refused token
+        self._state = self._FIRST
+        self.complete = False
+
+    def first_message(self) -> bytes:
+        if self._state != self._FIRST:
+            raise AuthenticationError("OAUTHBEARER: first_message() called twice")
+        self._state = self._SENT
+        gs2 = f"n,a={self._authzid}," if self._authzid else "n,,"
+        pairs = [f"auth=Bearer {self._token}"] + [f"{k}={v}" for k, v in self._extensions.items()]
+        return SecretBytes((gs2 + _KVSEP + _KVSEP.join(pairs) + _KVSEP + _KVSEP).encode("utf-8"))
+
+    def respond(self, challenge: bytes) -> Optional[bytes]:
+        challenge = bytes(challenge)
+        if self._state == self._SENT:
+            if not challenge:
+                self._state = self._DONE
+                self.complete = True
+                return None
+            # RFC 7628 section 3.2.2: the server's error; the client must answer with a
+            # single 0x01 and the server ends the exchange with its failure.
+            self.server_error = _printable(challenge.decode("utf-8", "replace"), 500)
+            self._state = self._ERROR_SENT
+            return b"\x01"
+        if self._state == self._ERROR_SENT:
+            # A server that answers the 0x01 with success after an error: still a failure.
+            self._state = self._DONE
+            raise AuthenticationError(self.explain_failure("OAUTHBEARER authentication failed"))
+        raise AuthenticationError("OAUTHBEARER: unexpected server message after the exchange ended")
+
+    def explain_failure(self, message: str) -> str:
+        """``message`` (the broker's error, or kproducer's) with what this client knows: the
+        server's JSON error from the first round when the message lacks it, and whether the
+        token had expired by this machine's clock."""
+        parts = [message]
+        if self.server_error and self.server_error not in message:
+            parts.append(f"the server's OAUTHBEARER error: {self.server_error}")
+        if self.expires_ms is not None and time.time() * 1000 >= self.expires_ms:
+            parts.append(f"the token{self._whose()} from {self.source or 'the token source'} "
+                         f"expired at {format_epoch_ms(self.expires_ms)} by this machine's clock")
+            why = self._renewal() if self._renewal is not None else None
+            if why:
+                parts.append(f"no new one could be obtained: {why}")
+        elif self.source:
+            parts.append(f"token{self._whose()} from {self.source}")
+        return "; ".join(parts)
+
+    def _whose(self) -> str:
+        return f" of principal {self.principal!r}" if self.principal else ""
+
+    def __repr__(self) -> str:
+        return f"OAuthBearerClient(token={HIDDEN}, complete={self.complete})"
+
+
+def format_epoch_ms(ms: float) -> str:
+    """An epoch-ms instant as ISO 8601 UTC with milliseconds (for messages)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{int(ms) % 1000:03d}Z"
+
+
 class SaslCredentials:
     """A mechanism name plus the user name and password, which ``repr`` never shows.
 
@@ -356,10 +503,11 @@ class SaslCredentials:
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 # Modules worth naming in an error: their names are constants, never a user's secret.
 _KNOWN_MODULES = (
     "com.sun.security.auth.module.Krb5LoginModule",
-    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+    OAUTHBEARER_LOGIN_MODULE,
 )
 _FLAGS = ("required", "requisite", "sufficient", "optional")
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$.-")
@@ -411,14 +559,10 @@ def _jaas_tokens(text: str):
                              f"symbols must be in double quotes)")
 
 
-def parse_jaas_config(text: str) -> tuple[str, str, str, Dict[str, str]]:
-    """Parses ``sasl.jaas.config``: ``<LoginModule> <flag> username="..." password="...";``.
-
-    Returns ``(login_module, username, password, extensions)``; the module is
-    Kafka's PlainLoginModule or ScramLoginModule, and ``extensions`` holds
-    ``{"tokenauth": "true"}`` for a ScramLoginModule with ``tokenauth=true``
-    (delegation tokens). Raises ``ValueError`` with a message that never quotes
-    the configuration (it holds a password): problems are named by position.
+def parse_jaas(text: str) -> tuple[str, Dict[str, str]]:
+    """Parses ``sasl.jaas.config`` into ``(login_module, options)``: exactly one entry
+    ``<LoginModule> <flag> name=value ...;``. Raises ``ValueError`` with a message that
+    never quotes the configuration (it may hold a password): problems are named by position.
     """
     tokens = list(_jaas_tokens(text))
     if not tokens:
@@ -452,11 +596,26 @@ def parse_jaas_config(text: str) -> tuple[str, str, str, Dict[str, str]]:
         modules.append((module, options))
     if len(modules) != 1:
         raise ValueError(f"holds {len(modules)} login modules; a client uses exactly one")
-    module, options = modules[0]
+    return modules[0]
+
+
+def parse_jaas_config(text: str) -> tuple[str, str, str, Dict[str, str]]:
+    """Parses ``sasl.jaas.config``: ``<LoginModule> <flag> username="..." password="...";``.
+
+    Returns ``(login_module, username, password, extensions)``; the module is
+    Kafka's PlainLoginModule or ScramLoginModule, and ``extensions`` holds
+    ``{"tokenauth": "true"}`` for a ScramLoginModule with ``tokenauth=true``
+    (delegation tokens). Raises ``ValueError`` with a message that never quotes
+    the configuration (it holds a password): problems are named by position.
+    """
+    module, options = parse_jaas(text)
     if module not in (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE):
         shown = f" {module}" if module in _KNOWN_MODULES else ""
+        if module == OAUTHBEARER_LOGIN_MODULE:
+            raise ValueError(f"login module{shown} needs sasl.mechanism=OAUTHBEARER")
         raise ValueError(f"login module{shown} is not supported; kproducer supports "
-                         f"{PLAIN_LOGIN_MODULE} and {SCRAM_LOGIN_MODULE}")
+                         f"{PLAIN_LOGIN_MODULE} and {SCRAM_LOGIN_MODULE} (and "
+                         f"{OAUTHBEARER_LOGIN_MODULE} with sasl.mechanism=OAUTHBEARER)")
     for required in ("username", "password"):
         if required not in options:
             raise ValueError(f"the login module has no {required}=\"...\" option")
@@ -466,3 +625,41 @@ def parse_jaas_config(text: str) -> tuple[str, str, str, Dict[str, str]]:
     if module == SCRAM_LOGIN_MODULE and options.get("tokenauth", "").lower() == "true":
         extensions["tokenauth"] = "true"
     return module, options["username"], options["password"], extensions
+
+
+# Java's OAuthBearerLoginModule options (OAuthBearerLoginCallbackHandler, KIP-768): the
+# OIDC client credentials before Kafka 4.1 moved them to sasl.oauthbearer.* settings
+# (KIP-1139), and the SASL extensions as extension_<name>="value".
+_OAUTH_JAAS_OPTIONS = {"clientId": "client_id", "clientSecret": "client_secret", "scope": "scope"}
+_OAUTH_EXTENSION_PREFIX = "extension_"
+
+
+def parse_oauthbearer_jaas(text: str) -> Dict[str, object]:
+    """Parses an ``OAuthBearerLoginModule`` ``sasl.jaas.config``: returns ``{"client_id":,
+    "client_secret":, "scope":, "extensions": {name: value}}`` (keys present only when
+    given). The unsecured-JWT options of Java's development login are refused: kproducer
+    does not build unsigned tokens. ValueError never quotes the configuration."""
+    module, options = parse_jaas(text)
+    if module != OAUTHBEARER_LOGIN_MODULE:
+        named = module in _KNOWN_MODULES + (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE)
+        raise ValueError(f"sasl.mechanism=OAUTHBEARER needs {OAUTHBEARER_LOGIN_MODULE}, not "
+                         f"{module if named else 'this login module'}")
+    out: Dict[str, object] = {}
+    extensions: Dict[str, str] = {}
+    for name, value in options.items():
+        if name in _OAUTH_JAAS_OPTIONS:
+            out[_OAUTH_JAAS_OPTIONS[name]] = value
+        elif name.startswith(_OAUTH_EXTENSION_PREFIX):
+            extensions[name[len(_OAUTH_EXTENSION_PREFIX):]] = value
+        elif name.startswith("unsecuredLogin"):
+            raise ValueError(f"option {name} belongs to Java's unsecured (unsigned JWT) login, "
+                             f"which kproducer does not implement: give a token provider or "
+                             f"OIDC client credentials")
+        # Other options (e.g. Java's ssl.* for the token endpoint) are ignored, as Java
+        # ignores options it does not know.
+    if extensions:
+        try:
+            out["extensions"] = validate_extensions(extensions)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("SASL extension", "extension_")) from None
+    return out

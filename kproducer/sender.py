@@ -1,78 +1,49 @@
 """Sender: the producer's I/O thread (Java's Sender, with the idempotence parts of its
-TransactionManager).
+TransactionManager): what one step does, and the policy -- retries, splits, metadata,
+idempotence and sequence resets, transactions.
 
-What runs where (read this first)
----------------------------------
-Compiled, without the GIL:
-  - the Selector (csrc/kp_selector.c): every socket read and write, framing, TLS;
-  - the watcher (csrc/kp_turn.c, :class:`SenderTurn`): a plain C thread asleep in poll(2) on
-    the selector's epoll descriptor and on the next deadline (a batch's linger.ms, a retry
-    backoff, a request timeout); it raises ``turn.pending`` when a step is wanted;
-  - batches (csrc/kp_batch.c, the accumulator): records appended, compressed, CRC'd;
-  - the Produce request and response (csrc/kp_produce.c): encoded and decoded in C, no
-    Python objects but the results (called by the step, which holds the GIL);
-  - the courier (csrc/kp_courier.c, the accumulator's lock): a plain C thread that runs the
-    steady state between two steps, so that nothing waits for a thread to get the GIL from
-    an application computing in Python. It seals each queued batch when it is sendable (its
-    linger.ms over, or full), finishes it with the partition's next sequence, encodes the
-    Produce requests (one batch per partition each, with correlation ids the step reserved)
-    and writes them while max.in.flight allows; it reads the responses to the requests in
-    flight, the step's and its own, decodes them, and keeps the offsets of the batches they
-    acknowledge, so that each response makes room for the next request (beside an
-    application thread that is sending, which runs the steps, it leaves the reading to
-    them but still writes each batch as it becomes sendable). The last step *arms*
-    it as it ends (:meth:`_arm_courier`); the next *takes* what it did as it begins
-    (:meth:`_take_courier_sends`: in-flight requests and batches, as if that step had sent
-    them, the answered ones settled in order). Anything but an acknowledgement is left to
-    the step. Uncompressed or compressed in C (csrc/kp_compress.c: the codecs whose system
-    library the build linked, ``courier_codecs()``), any acks (with acks=0 a request is done
-    once written), plaintext or TLS; in a transaction, only to the partitions it has added,
-    while it is open.
-Python, one *step* at a time under the step lock (:meth:`_step`): ``poll(0)``, which reads
-and completes batches (one settlement per batch, its callbacks) -> ready -> drain -> one
-Produce request per broker -> ``poll(0)``, which writes them -- and the policy: retries,
-splits, metadata, idempotence and sequence resets, transactions.
+What runs where
+---------------
+Compiled, without the GIL: the Selector (csrc/kp_selector.c: every socket read and write,
+framing, TLS); batches (csrc/kp_batch.c, the accumulator: records appended, compressed,
+CRC'd); the Produce request and response (csrc/kp_produce.c: encoded and decoded in C, called
+by the step); the turn's watcher (csrc/kp_turn.c), which raises ``pending`` when a step is
+wanted; the courier (csrc/kp_courier.c), which sends lingering batches and reads their
+acknowledgements between two steps.
 
-Whose turn: a step runs on whichever thread gets there first with the GIL. ``send()``,
-``send_many()`` and ``Producer.poll()`` (which hold the GIL already) check ``turn.pending`` --
-one load -- and run the step themselves, so acknowledgements never wait for the I/O thread to
-get the GIL from a busy application (the interpreter's 5 ms switch interval). A thread that
-waits for what the steps settle (``flush()``, a transaction's commit, ``poll(timeout)``) runs
-them itself until it is settled (:meth:`run_steps_until`). The I/O thread
-sleeps without the GIL until the watcher hands it a step that no sending thread ran within its
-grace (so a step the application runs wakes no Python thread), and only ever *tries* the step
-lock: a thread that held it while waiting for the GIL would stop every other thread from
-stepping for a switch interval.
+Python, one *step* at a time under the step lock, on whichever thread runs it
+(:mod:`kproducer.turn`: an application thread that holds the GIL, a thread waiting for what
+the steps settle, or the I/O thread). Between steps the courier sends
+(:mod:`kproducer.courier_handover`: armed as a step ends, taken as the next begins).
 
-One step: take the courier's requests, ``poll(0)`` for the responses that arrived, refresh
-metadata when due, obtain a producer id when idempotent, then ``ready`` -> ``drain`` -> one
-Produce request per broker -> ``poll(0)`` -> arm the courier, and name the next step's
-deadline to the watcher (now only when that last poll handled something: what the first one
-handled, this step drained). Responses complete batches,
-retry them (back to the head of their partition's queue, in sequence order, after a
-backoff), split them (MESSAGE_TOO_LARGE) or fail them with an error that names the
+One step (:meth:`Sender.run_once`, Java's runOnce): take the courier's requests, ``poll(0)``
+for the responses that arrived, refresh metadata when due, obtain a producer id when
+idempotent, then ``ready`` -> ``drain`` -> one Produce request per broker -> ``poll(0)``,
+which writes them -> arm the courier, and name the next step's deadline. Responses complete
+batches, retry them (back to the head of their partition's queue, in sequence order, after
+a backoff), split them (MESSAGE_TOO_LARGE) or fail them with an error that names the
 broker's error code.
 
 Idempotence: InitProducerId gives a producer id and epoch; each partition's
 batches carry consecutive BaseSequence numbers. DUPLICATE_SEQUENCE_NUMBER counts
 as success for a resent batch; for a batch's first send it means another batch holds its
-sequence (two producers given one id) and is handled as UNKNOWN_PRODUCER_ID. A sequence gap (OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier retry to
-explain it, a sequenced batch that failed for good) or UNKNOWN_PRODUCER_ID (the
-broker forgot us, as after a restart) is recovered from by waiting until nothing
-is in flight, obtaining a fresh producer id and renumbering every unacknowledged
-batch from 0, in the same order. (KIP-360's epoch bump is the Java way; a fresh
-producer id works on every broker, Tansu included.)
+sequence (two producers given one id) and is handled as UNKNOWN_PRODUCER_ID. A sequence gap
+(OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier retry to explain it, a sequenced batch that
+failed for good) or UNKNOWN_PRODUCER_ID (the broker forgot us, as after a restart) is
+recovered from by waiting until nothing is in flight, obtaining a fresh producer id and
+renumbering every unacknowledged batch from 0, in the same order. (KIP-360's epoch bump is
+the Java way; a fresh producer id works on every broker, Tansu included.)
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import defaultdict
 
-from kproducer._accumulator import SenderTurn, batch_from_records, courier_codecs
+from kproducer._accumulator import SenderTurn, batch_from_records
 from kproducer.codec import decode_batch
+from kproducer.courier_handover import CourierHandover
 from kproducer.coordinator import CoordinatorRequests
 from kproducer.metadata_updater import MetadataUpdater
 from kproducer.errors import KafkaError, KafkaTimeoutError, NetworkError
@@ -88,13 +59,6 @@ from kproducer.transactions import TransactionManager
 log = logging.getLogger("kproducer")
 
 _SEQ_MOD = 1 << 31   # BaseSequence wraps at Integer.MAX_VALUE (Java's DefaultRecordBatch)
-# How long, at least, the I/O thread leaves a wanted step to an application thread that is
-# sending (it runs the step at its next send) before queueing for the GIL itself; the turn
-# makes it twice the thread's interval between sends, up to 3 ms (kp_turn_grace_us: at 1,000
-# sends/s a 1 ms grace let the I/O thread queue for the GIL beside the busy application about
-# every other step, and acknowledgements waited milliseconds more at the tail). None when that
-# thread is asleep in a system call (time.sleep, a socket): it holds no GIL then (kp_turn.h).
-_APP_GRACE_MS = 1
 # The counters of Producer.metrics(), there from the start (0 until counted).
 COUNTERS = ("records_acked", "records_failed", "requests", "batches", "batch_bytes",
             "max_batch_bytes", "retries", "producer_id_resets", "duplicates_on_first_send",
@@ -106,9 +70,11 @@ COUNTERS = ("records_acked", "records_failed", "requests", "batches", "batch_byt
 class Sender:
     """Runs the producer's network loop in a daemon thread; see the module docstring."""
 
-    def __init__(self, config, accumulator, metadata, client, *, on_complete=None, time=None):
+    def __init__(self, config, accumulator, metadata, client, turn, *, on_complete=None, time=None):
+        """``turn``: the kproducer.turn.StepTurn that ``accumulator`` was built with; it runs
+        this Sender's steps."""
         self.config = config
-        # The clocks (kproducer.clock): tests pass a mock and drive _step() themselves.
+        # The clocks (kproducer.clock): tests pass a mock and run the steps themselves.
         self.time = time if time is not None else SYSTEM_TIME
         self.acc = accumulator
         self.metadata = metadata
@@ -148,7 +114,7 @@ class Sender:
         # Partitions whose leader refused a batch as not its leader, until the next metadata
         # snapshot (_await_new_leader).
         self.awaiting_leader: set = set()
-        self._acks0_nodes: set = set()                  # nodes that received acks=0 records
+        self.acks0_nodes: set = set()                   # nodes that received acks=0 records
         self.stats = defaultdict(int, dict.fromkeys(COUNTERS, 0))
         self.fatal_error: Exception | None = None
         # Requests to a transaction or group coordinator (transactions, complete_transaction).
@@ -164,39 +130,13 @@ class Sender:
             # The transaction manager obtains the producer id (InitProducerId with the id).
             self.txn = TransactionManager(self.transactional_id, config.transaction_timeout_ms, self)
             self._need_pid = False
-        # Whose turn it is (see "whose turn" below): one step at a time, by the I/O thread
-        # or by an application thread that holds the GIL when the I/O thread wants a step.
-        self.turn = SenderTurn(client.selector.fileno())
-        accumulator.turn = self.turn
-        accumulator.step = self.step_from_app
-        accumulator.pool.run_steps_until = self.run_steps_until
-        self._step_lock = threading.Lock()
-        self._step_owner = None
-        # The last step asked for the next at once (run_steps_until runs it without waiting
-        # for the watcher to raise it: two thread wake-ups, 0.3-0.6 ms beside a busy broker).
-        self._again = False
-        # Threads in run_steps_until: they step again at once when a step asks for the next
-        # at once, so that step tells the turn they look again (_next_at_once).
-        self._waiting_threads = set()
-        # kproducer.aio: called on the I/O thread before it runs a step that an attached
-        # event loop left past its grace, so that a loop that stopped can be let go.
-        self.before_io_step = None
+        # Which thread runs the next step (kproducer.turn): this Sender's steps from now on.
+        self.turn = turn
+        turn.bind(self)
         self._thread = threading.Thread(target=self._run, name="kproducer-network-thread", daemon=True)
         # The courier (csrc/kp_courier.h) writes the requests of batches it can compress in
-        # C (uncompressed, or a codec this build linked: courier_codecs); the steps write
-        # everything else.
-        selector = client.selector
-        self._courier_io = None
-        if (config.compression_type == "none" or config.compression_type in courier_codecs()) \
-                and hasattr(selector, "courier_io"):
-            self._courier_io = selector.courier_io()
-        self._client_id = None if self._courier_io is None or client.client_id is None \
-            else client.client_id.encode()
-        self._courier_txn_id = None if self.transactional_id is None \
-            else self.transactional_id.encode()
-        # (metadata version, _courier_leaders(), _leader_nodes())
-        self._courier_leader_cache = None
-        self._courier_ids = None             # (first, end) correlation ids reserved for it
+        # C between steps; the steps write everything else.
+        self.courier = CourierHandover(self)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -219,122 +159,34 @@ class Sender:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    # -- whose turn: the I/O thread's, or an application thread's that holds the GIL ---------
-
     def _run(self) -> None:
+        """The I/O thread (Java's Sender.run): the turns it gets, then the graceful close."""
         log.debug("sender thread started")
+        turn = self.turn
         while self.running:
-            self._io_turn()
-        # Graceful close: send what is queued and wait for what is in flight. The step lock
-        # stays held: nobody else steps any more.
-        with self._step_lock:
-            self._step_owner = threading.get_ident()
+            turn.io_turn()
+        # Graceful close: send what is queued and wait for what is in flight, holding the
+        # step lock: nobody else steps any more.
+        with turn.held():
             while self._closing_has_work():
-                self._step_safely()
+                turn.step_safely()
                 if not self._closing_has_work():
                     break       # the step settled the last: no step is wanted to wake this
-                self.turn.wait()
+                turn.watcher.wait()
             if self.force_close:
                 self._fail_all(KafkaError("the producer was closed before this record was sent"))
             elif self.acks == 0:
                 self._acks0_barrier()
             # Disarmed before the turn and the selector it writes to go (the courier's plan
             # points at both).
-            self._take_courier_sends(self.time.mono_ms())
-            self.turn.close()
+            self.courier.take(self.time.mono_ms())
+            turn.close()
             self.client.close()
         log.debug("sender thread stopped")
 
     def _closing_has_work(self) -> bool:
         """A graceful close goes on while batches are queued or in flight."""
         return not self.force_close and bool(self.acc.queued_batches() or self._in_flight_batches())
-
-    def _io_turn(self) -> None:
-        """One turn of the I/O thread: wait, without the GIL, until the watcher hands it a
-        wanted step (a socket is ready, the selector was woken, a deadline passed) that no
-        sending application thread ran within its grace (see _APP_GRACE_MS), then run it. Queueing for the GIL while
-        the application runs Python would cost that thread a switch interval (5 ms) each
-        time it releases the GIL (an event loop's every select()). The step lock is only
-        ever tried: a thread that held it while waiting for the GIL would keep every other
-        thread from stepping for a switch interval."""
-        self.turn.wait_io(_APP_GRACE_MS)
-        lock = self._step_lock
-        if not lock.acquire(False):
-            self.turn.wait_clear(10)   # an application thread is stepping
-            return
-        try:
-            if self.turn.pending:
-                self._step_owner = threading.get_ident()
-                self.stats["steps_by_io_thread"] += 1
-                hook = self.before_io_step
-                if hook is not None:
-                    hook()
-                self._step_safely()
-        finally:
-            self._step_owner = None
-            lock.release()
-
-    def step_from_app(self) -> bool:
-        """Runs the step the watcher asked for, from a thread that holds the GIL already
-        (``send()``), instead of leaving it to the I/O thread, which would wait up to a
-        switch interval for the GIL; does nothing (False) when another thread is stepping,
-        or (True) when this one is (a delivery callback that sends).
-        Callbacks of the batches it completes run on this thread."""
-        lock = self._step_lock
-        if not lock.acquire(False):
-            return self._step_owner == threading.get_ident()
-        try:
-            self._step_owner = threading.get_ident()
-            self.stats["steps_by_application"] += 1
-            self._step_safely()
-        finally:
-            self._step_owner = None
-            lock.release()
-        return True
-
-    def run_steps_until(self, done, deadline: float | None, step_first: bool = False) -> bool:
-        """Runs the wanted steps on this thread, which holds the GIL and waits for what they
-        settle (flush(), a transaction's commit, poll() with a timeout), until ``done()`` or
-        ``deadline`` (time.monotonic(); None: none); returns ``done()``. Waiting without the
-        GIL instead, this thread left each step to the watcher's grace for a thread that had
-        just sent (it waits in a futex, as one queued for the GIL does) and then to the I/O
-        thread: a millisecond or more per response. Returns at once when the Sender is
-        closing (its own thread steps then; the caller waits as it would otherwise), or
-        from a delivery callback (the step it runs in is this thread's: a send there that
-        waits for memory can only wait, as it did). ``step_first``: the caller made batches
-        sendable (flush()): the first step runs at once, without waiting to be wanted."""
-        if self.in_step():
-            return done()
-        turn = self.turn
-        me = threading.get_ident()
-        # Not nested on one thread: a delivery callback (the only code run inside the loop's
-        # steps) returned above.
-        self._waiting_threads.add(me)
-        try:
-            while self.running:
-                turn.sent()             # this thread looks again: the watcher leaves it the steps
-                elsewhere = (step_first or turn.pending or self._again) and not self.step_from_app()
-                step_first = False
-                # Read before done(): a step another thread ends after this wakes the wait below.
-                seen = turn.steps_ended
-                if done():
-                    return True
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    break
-                if elsewhere:
-                    # Another thread is mid-step, and needs the GIL back to finish it: wait
-                    # without it until that step is done, never spin.
-                    turn.wait_clear(1)
-                else:
-                    turn.wait_step(seen, 100 if left is None else max(1, min(100, int(left * 1000))))
-            return done()
-        finally:
-            self._waiting_threads.discard(me)
-
-    def in_step(self) -> bool:
-        """True on the thread running a step (e.g. in a delivery callback)."""
-        return self._step_owner == threading.get_ident()
 
     def _acks0_barrier(self) -> None:
         """Before a graceful close with acks=0: one request that does get a response, on
@@ -344,7 +196,7 @@ class Sender:
         kernel send RST) and lose what the broker had not read yet."""
         now = self.time.mono_ms()
         waiting = set()
-        for node_id in list(self._acks0_nodes):
+        for node_id in list(self.acks0_nodes):
             if self.client.state(node_id) != "READY":
                 continue
             waiting.add(node_id)
@@ -353,53 +205,31 @@ class Sender:
         deadline = now + self.request_timeout_ms
         while waiting and self.time.mono_ms() < deadline:
             self.client.poll(min(100, max(0, deadline - self.time.mono_ms())), self.time.mono_ms())
-        self._acks0_nodes.clear()
-
-    def _step_safely(self) -> None:
-        # How long the wanted step waited for a thread with the GIL (metrics(): what the
-        # GIL costs the acknowledgements of this application).
-        raised = self.turn.raised_at_us
-        if raised and self.turn.pending:
-            waited = SenderTurn.now_us() - raised
-            stats = self.stats
-            stats["step_wait_us_total"] += waited
-            if waited > stats["step_wait_us_max"]:
-                stats["step_wait_us_max"] = waited
-        try:
-            self._step()
-        except Exception:  # the I/O thread must never die: log and keep going
-            log.exception("unexpected error in the kproducer network thread")
-            self.turn.done(SenderTurn.now_us() + 10_000)
+        self.acks0_nodes.clear()
 
     def _in_flight_batches(self) -> int:
         return sum(len(b) for b in self.in_flight.values())
 
     # -- one step ----------------------------------------------------------------------
 
-    def run_once(self) -> None:
-        """One step, then a wait until the next is wanted (tests drive the Sender with this)."""
-        with self._step_lock:
-            self._step()
-        self.turn.wait()
-
-    def _step(self) -> None:
-        """The Sender's work, without waiting: a poll(0) that reads and completes, metadata
-        and a producer id when due, then ``ready`` -> ``drain`` -> one Produce request per
-        broker -> a poll(0) that writes them. Tells the watcher when the next step is due:
-        now, when this one did I/O whose consequences may be sendable at once."""
-        self.turn.begin()
-        self._again = False
+    def run_once(self) -> tuple:
+        """One step's work, without waiting (Java's runOnce; the turn runs it, under the
+        step lock): a poll(0) that reads and completes, metadata and a producer id when due,
+        then ``ready`` -> ``drain`` -> one Produce request per broker -> a poll(0) that
+        writes them. Returns ``(due_us, at_once)``: when the next step is due
+        (``SenderTurn.now_us()``'s clock) and whether it is wanted at once (this step did
+        I/O whose consequences may be sendable now)."""
         now = self.time.mono_ms()
         wall = self.time.wall_ms()
-        self._take_courier_sends(now)
+        self.courier.take(now)
         for node, exc in self.client.take_auth_failures():
             self._on_auth_failure(node, exc, wall)
         for topic in self.acc.take_touched():
             self.metadata.add(topic, wall)      # in use: not idle (metadata.max.idle.ms)
         # Responses first, as Java's Sender reads them (its poll) before its next
         # sendProducerData: an acknowledgement does not wait for the requests this step
-        # builds and writes (50,000/s, 4 partitions: p50 3.37 -> 3.27 ms, docs/performance.md, "Latency"),
-        # and what it frees (in-flight room, a retry, a new producer id) is seen below.
+        # builds and writes, and what it frees (in-flight room, a retry, a new producer id)
+        # is seen below.
         answered = self.client.poll(0, now)
         if answered:
             now = self.time.mono_ms()
@@ -419,48 +249,26 @@ class Sender:
             timeout = min(cap, self._send_producer_data(now, wall, muted))
         now = self.time.mono_ms()
         # What the first poll handled was seen above (its consequences drained, their
-        # deadlines in ``timeout``); what the second one handled was not: step again at once.
-        # (Stepping again after the first poll's events too cost a step that found nothing in
-        # half the steps at 50,000 records/s, 90 µs each.)
-        # Until the next step, a batch that fills wakes no step while every leader's window
-        # is full (RecordAccumulator._notify): the answer that makes room does.
-        self.acc.windows_full = self.client.windows_full(self._leader_nodes())
+        # deadlines in ``timeout``); what the second one handles was not: step again at once.
+        # (Stepping again after the first poll's events too would cost a step that finds
+        # nothing.) Until the next step, a batch that fills wakes no step while every
+        # leader's window is full (RecordAccumulator._notify): the answer that makes room does.
+        self.acc.windows_full = self.client.windows_full(self.courier.leader_nodes())
         if self.client.poll(0, now) or self.client.selector.needs_poll():
             self._arm_courier()
-            self._next_at_once()
-            self.turn.done(0)
-            return
+            return 0, True
         self._arm_courier()
         timeout = max(0, min(timeout, self.client.poll_timeout(now), 1 << 40))
-        if timeout == 0:
-            self._next_at_once()
         # The accumulator's deadlines are whole ms of the wall clock (batches' created_ms):
         # the watcher wakes at the instant ``wall`` + timeout begins, not up to 1 ms later.
-        self.turn.done(SenderTurn.wall_to_mono_us(wall + timeout))
-
-    def _next_at_once(self) -> None:
-        """This step asks for the next at once (``_again``, cleared as each step begins). A
-        thread in run_steps_until runs it at once; it tells the turn so before the step ends,
-        as send() does before it looks at ``pending``. Otherwise the watcher, which raises
-        that step as the step ends, saw no send since its last look and handed the step to
-        the I/O thread at once: that thread queued for the GIL and took the next wanted step
-        (the response, its callbacks) from the thread waiting for it, in 12 of 20 flushes on
-        a CI machine."""
-        self._again = True
-        if self._step_owner in self._waiting_threads:
-            self.turn.sent()
-
-    # -- the courier: lingering batches sent between steps, without the GIL ----------------
+        return SenderTurn.wall_to_mono_us(wall + timeout), timeout == 0
 
     def _arm_courier(self) -> None:
-        """As the step ends: the courier (csrc/kp_courier.h) may send, until the next step
-        begins, the queued batches of the nodes whose connections can take a request now, as
-        they become sendable and max.in.flight allows, reading the responses to what is in
-        flight (with acks=0 it reads nothing: its requests are done once written). Not with
-        a codec this build has not in C (the step compresses those), nor while a producer id
-        is wanted or the producer closes; in a transaction, only to the partitions it has
-        added, and only while it is open."""
-        if self._courier_io is None or not self.running or self.force_close:
+        """As the step ends, the courier may send until the next step begins
+        (kproducer.courier_handover): not while a producer id is wanted or the producer
+        closes; in a transaction, only to the partitions it has added, and only while it is
+        open."""
+        if not self.running or self.force_close:
             return
         if self.idempotent and (self._need_pid or self.producer_id < 0):
             return
@@ -469,92 +277,21 @@ class Sender:
             if not self.txn.courier_may_send():
                 return
             only = self.txn.partitions_in_txn
-        nodes = {}
-        first_cid = self.client.next_correlation_id
-        for node_id in self.client.nodes:
-            plan = self.client.reserve_requests(node_id, v.PRODUCE, reads=self.acks != 0)
-            if plan is not None:
-                nodes[node_id] = plan
-        # The ids the courier does not use are given back as it is taken.
-        self._courier_ids = (first_cid, self.client.next_correlation_id)
-        if nodes:
-            self.acc.arm_courier(self._courier_io, nodes, self._courier_leaders(), self.muted,
-                                 self.next_seq if self.idempotent else None, self.producer_id,
-                                 self.producer_epoch, self.acks, self.request_timeout_ms,
-                                 self._client_id, only=only, transactional_id=self._courier_txn_id)
-
-    def _courier_leaders(self) -> dict:
-        """{topic: [leader node id, -1 when none, by partition]} of the accumulator's topics,
-        rebuilt when the metadata changes: the courier is armed at every step, and a call per
-        partition there cost 0.3 µs each (64 partitions: 25 µs a step)."""
-        version = self.metadata.version
-        cached = self._courier_leader_cache
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        leader_of = self._leader_of_fn()
-        leaders = {}
-        for topic in self.acc.topics():
-            n = self.acc.partition_count(topic)
-            if n:
-                leaders[topic] = [leader_of(topic, p) for p in range(n)]
-        ids = frozenset(n for by_partition in leaders.values() for n in by_partition if n >= 0)
-        self._courier_leader_cache = (version, leaders, ids)
-        return leaders
-
-    def _leader_nodes(self) -> frozenset:
-        """The ids of the nodes that lead a partition of the accumulator's topics: the
-        connections a batch can go to (NetworkClient.windows_full), kept with
-        _courier_leaders."""
-        self._courier_leaders()
-        return self._courier_leader_cache[2]
-
-    def _take_courier_sends(self, now: int) -> None:
-        """As the step begins: the requests the courier sent since the last step become
-        in-flight requests of the client, their batches in-flight batches, in the order it
-        wrote them, as if the last step had sent them. Those whose acknowledgement it read
-        carry it, decoded: each completes (its callbacks run) once the responses ahead of it
-        on its connection have, which the poll that follows reads from what the courier
-        kept."""
-        taken = self.acc.take_courier_sends(self.time.wall_ms())
-        if self._courier_ids is not None:
-            first, end = self._courier_ids
-            self._courier_ids = None
-            used = [cid for _, cid, _, _, _, _, _, _ in taken if first <= cid < end]
-            self.client.rewind_correlation_ids(end, max(used) + 1 if used else first)
-        if not taken:
-            return
-        for node in {entry[0] for entry in taken}:
-            # The courier drained these nodes: the sticky partitioner's figures say so, as for
-            # a step's drain (_send_producer_data).
-            self.acc.update_node_latency(node, now, True)
-        expect_response = self.acks != 0
-        for node, cid, version, send_us, whole, batches, results, answer_us in taken:
-            if not expect_response:
-                self._acks0_nodes.add(node)     # a barrier before close (_acks0_barrier)
-            if self.idempotent:
-                for b in batches:
-                    self.next_seq[(b.topic, b.partition)] = (b.base_sequence + b.record_count) % _SEQ_MOD
-            topics = self._into_flight(batches, node)
-            self.stats["requests_by_courier"] += 1
-            answer = {}
-            if results is not None:
-                self.stats["responses_by_courier"] += 1
-                answer = {"answer": (cid, [(b.topic, b.partition, 0, offset, append_time, None)
-                                           for b, (offset, append_time) in zip(batches, results)])}
-            self.client.adopt(node, v.PRODUCE, version, cid, topics,
-                              lambda resp, err, batches=batches, node=node:
-                              self._on_produce(batches, resp, err, node),
-                              send_us // 1000, decoder=decode_produce_response, sent=whole,
-                              expect_response=expect_response, send_us=send_us,
-                              answer_us=answer_us, **answer)
-        self.client.settle_answered()
+        self.courier.arm(only)
 
     def _on_auth_failure(self, node: int, exc, wall: int) -> None:
         """A failed SASL authentication is not retried (Java's AuthenticationException):
-        metadata waits raise it and the records queued for that broker fail with it.
+        metadata waits raise it and the records queued for that broker fail with it, as do
+        those of partitions with no leader now (the lost connection may have taken the
+        metadata back to the bootstrap servers: no later answer would name a leader for them).
         Batches still in a retry backoff are failed at the next attempt, which fails too."""
         self.metadata.fatal_error(exc)
-        leader_of = self._leader_of_fn()
+        known = self._leader_of_fn()
+
+        def leader_of(topic, partition):
+            leader = known(topic, partition)
+            return node if leader < 0 else leader
+
         while True:
             drained = self.acc.drain(leader_of, {node}, 1 << 62, wall, lingering=True).get(node)
             if not drained:
@@ -628,10 +365,10 @@ class Sender:
         elif b.producer_id != self.producer_id or b.producer_epoch != self.producer_epoch or not b.finished:
             b.finish(self.producer_id, self.producer_epoch, b.base_sequence, self.txn is not None)
 
-    def _into_flight(self, batches: list, node: int) -> list:
-        """The batches of one Produce request go in flight, counted in the metrics; returns
-        the request's topics, [(topic, [(partition, batch)])] (batches export their bytes
-        through the buffer protocol)."""
+    def into_flight(self, batches: list, node: int) -> list:
+        """The batches of one Produce request go in flight (a step's, or the courier's),
+        counted in the metrics; returns the request's topics, [(topic, [(partition,
+        batch)])] (batches export their bytes through the buffer protocol)."""
         by_topic = defaultdict(list)
         stats = self.stats
         requeued = self.requeued
@@ -653,7 +390,7 @@ class Sender:
     def _send_produce(self, node: int, batches: list, now: int) -> None:
         for b in batches:
             self._prepare(b)
-        topics = self._into_flight(batches, node)
+        topics = self.into_flight(batches, node)
         acks, timeout_ms, txn_id = self.acks, self.request_timeout_ms, self.transactional_id
 
         def encode(version, correlation_id, client_id):
@@ -662,20 +399,22 @@ class Sender:
             return encode_produce_request(version, correlation_id, client_id, acks, timeout_ms, topics, txn_id)
 
         if self.acks == 0:
-            self._acks0_nodes.add(node)
+            self.acks0_nodes.add(node)
         try:
             self.client.send(node, v.PRODUCE, topics,
-                             lambda resp, err, batches=batches: self._on_produce(batches, resp, err, node),
+                             lambda resp, err, batches=batches: self.on_produce(batches, resp, err, node),
                              now, expect_response=self.acks != 0, encoder=encode,
                              decoder=decode_produce_response)
         except KafkaError as exc:
-            self._on_produce(batches, None, exc)
+            self.on_produce(batches, None, exc)
 
-    def _on_produce(self, batches: list, resp, err, node: int = -1) -> None:
-        """``resp`` is decode_produce_response's (correlation_id, [(topic, partition,
-        error_code, base_offset, log_append_time_ms, error_message)], throttle_time_ms,
-        trailing bytes); the courier's acknowledgements carry the first two only (it settles
-        none with a throttle)."""
+    def on_produce(self, batches: list, resp, err, node: int = -1) -> None:
+        """The answer to a Produce request of ``batches`` (a step's, or one the courier wrote
+        and did not see acknowledged): ``resp`` is decode_produce_response's
+        (correlation_id, [(topic, partition, error_code, base_offset, log_append_time_ms,
+        error_message)], throttle_time_ms, trailing bytes, leaders, endpoints), None with
+        acks=0 (tests answer with the first two or four only); ``err`` when the request
+        failed (the connection was lost, a timeout)."""
         wall = self.time.wall_ms()
         if resp is not None and len(resp) > 2:
             self.client.produce_answered(node, resp[2], resp[3])
@@ -702,6 +441,20 @@ class Sender:
                 continue
             code, base_offset, lat, msg = r
             self._handle_partition(b, code, base_offset, lat, msg, wall)
+        self._after_responses(batches)
+
+    def on_acknowledged(self, req, err) -> None:
+        """A request whose response the courier read and found acknowledging every batch
+        (``req``, a CourierRequest: ``req.results`` [(base_offset, log_append_time_ms)] by
+        batch), once the responses ahead of it on its connection have been handled. ``err``:
+        the connection was lost before they were, and the request fails as any in flight
+        then does."""
+        batches = req.batches
+        if err is not None:
+            self.on_produce(batches, None, err, req.node_id)
+            return
+        for b, (base_offset, log_append_time) in zip(batches, req.results):
+            self._acknowledged(b, base_offset, log_append_time)
         self._after_responses(batches)
 
     def _resent(self, tp, b) -> None:
@@ -766,14 +519,24 @@ class Sender:
                 del self.in_flight[tp]
                 self.in_flight_node.pop(tp, None)
 
+    def _acknowledged(self, b, base_offset: int, log_append_time: int) -> None:
+        """``b`` is written at ``base_offset`` (error code 0)."""
+        if self.requeued and self.idempotent:
+            self._check_sequence_kept((b.topic, b.partition), b)
+        self._remove_in_flight(b)
+        self._complete(b, base_offset, log_append_time)
+
     def _handle_partition(self, b, code: int, base_offset: int, log_append_time: int, message, wall: int) -> None:
         tp = (b.topic, b.partition)
-        if code == 0 or (code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and b.attempts > 0):
-            # DUPLICATE_SEQUENCE_NUMBER for a resend: the broker has the batch already.
-            if code == 0 and self.requeued and self.idempotent:
-                self._check_sequence_kept(tp, b)
+        if log_append_time is None:
+            log_append_time = -1
+        if code == 0:
+            self._acknowledged(b, base_offset, log_append_time)
+            return
+        if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and b.attempts > 0:
+            # A resend: the broker has the batch already.
             self._remove_in_flight(b)
-            self._complete(b, base_offset if code == 0 else -1, log_append_time if log_append_time is not None else -1)
+            self._complete(b, -1, log_append_time)
             return
         exc = broker_error(code, f"{b.topic}-{b.partition}" + (f": {message}" if message else ""))
         if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
@@ -880,7 +643,7 @@ class Sender:
             self.txn.on_batch_failed(exc)
 
     def _fail_all(self, exc) -> None:
-        self._take_courier_sends(self.time.mono_ms())
+        self.courier.take(self.time.mono_ms())
         wall = self.time.wall_ms()
         for b in self.acc.abort_all():
             self._fail(b, exc, wall)
@@ -910,17 +673,14 @@ class Sender:
         finish first (Java's abortUndrainedBatches). What the courier sent meanwhile is in
         flight: it is taken first, under the step lock, and a step follows (one the watcher
         handed to the I/O thread while this held the lock would otherwise wait)."""
-        if self.in_step():              # a delivery callback: the courier is not armed
+        turn = self.turn
+        if turn.in_step():              # a delivery callback: the courier is not armed
             self._abort_undrained(exc)
             return
-        with self._step_lock:
-            self._step_owner = threading.get_ident()
-            try:
-                self._take_courier_sends(self.time.mono_ms())
-                self._abort_undrained(exc)
-                self._step_safely()
-            finally:
-                self._step_owner = None
+        with turn.held():
+            self.courier.take(self.time.mono_ms())
+            self._abort_undrained(exc)
+            turn.step_safely()
         self.wakeup()
 
     def _abort_undrained(self, exc) -> None:

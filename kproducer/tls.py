@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from kproducer._net import TlsContext
-from kproducer.errors import ConfigError
+from kproducer.errors import ConfigError, TlsConfigError
 
 __all__ = ["TlsContext", "tls_context"]
 
@@ -55,10 +55,10 @@ def tls_context(cfg) -> TlsContext | None:
     try:
         return TlsContext(ca, cert, key, password,
                           check_hostname=cfg["ssl.endpoint.identification.algorithm"] == "https")
-    except ConfigError as exc:
-        key_name = blame.get(getattr(exc, "tls_input", None))
+    except TlsConfigError as exc:
+        key_name = blame.get(exc.tls_input)
         # OpenSSL asked for the key's password and the key still did not load (kp_tls.c).
-        decrypt = getattr(exc, "key_password_failed", False)
+        decrypt = exc.key_password_failed
         if decrypt and password is not None:
             hint = " (is ssl.key.password right?)"
         elif decrypt:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from kproducer._accumulator import NEED_MEMORY, NEED_METADATA, RecordAccumulator, wall_clock_ms
+import pytest
+
+from kproducer._accumulator import (NEED_MEMORY, NEED_METADATA, BufferPool, RecordAccumulator,
+                                    SenderTurn, wall_clock_ms)
+from kproducer.errors import KafkaTimeoutError
 
 
 def _acc(**kw):
@@ -84,6 +88,36 @@ def test_pool_is_a_hard_bound():
     results = [acc.append("t", 0, None, b"x" * 900, None, None, None) for _ in range(10)]
     assert NEED_MEMORY in results
     assert acc.pool.used <= acc.pool.total == 3000
+
+
+def test_the_turn_and_its_steps_are_given_to_the_constructors(pipe):
+    """The accumulator takes the turn's watcher and its two ways of running steps when it is
+    built, and hands run_steps_until to its pool: nothing is assigned from outside later."""
+    calls = []
+
+    def run_steps_until(done, deadline, step_first=False):
+        calls.append(deadline)
+        return done()
+
+    turn = SenderTurn(pipe[0])
+    try:
+        acc = _acc(buffer_memory=3000, turn=turn, step=calls.clear, run_steps_until=run_steps_until)
+        assert (acc.turn, acc.step, acc.pool.run_steps_until) == (turn, calls.clear, run_steps_until)
+        for name, value in (("turn", None), ("step", None)):
+            with pytest.raises(AttributeError):
+                setattr(acc, name, value)
+        with pytest.raises(AttributeError):
+            acc.pool.run_steps_until = None
+        while acc.append("t", 0, None, b"x" * 900, None, None, None) is not NEED_MEMORY:
+            pass
+        # A thread short of memory runs the steps that free it (here: none) before it waits.
+        with pytest.raises(KafkaTimeoutError):
+            acc.pool.wait_available(acc.last_need, 0.01)
+        assert len(calls) == 1
+    finally:
+        turn.close()
+    assert _acc().turn is None and _acc().pool.run_steps_until is None
+    assert BufferPool(10).run_steps_until is None
 
 
 def _batches(acc, now):

@@ -482,7 +482,7 @@ def test_a_loop_that_ended_without_stop_lets_the_io_thread_step_at_once(broker):
         assert time.monotonic() < deadline, "the I/O thread never let the ended loop go"
         p.send("loop-gone", b"w%d" % warm).result(10)
         warm += 1
-    assert p._sender.before_io_step is None
+    assert p._turn.before_io_step is None
     t0 = time.perf_counter()
     for i in range(1, 101):
         p.send("loop-gone", b"%d" % i).result(10)

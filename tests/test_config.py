@@ -64,11 +64,37 @@ JAVA_DEFAULTS = {
     "sasl.jaas.config": None,
     "sasl.username": None,
     "sasl.password": None,
+    # OAUTHBEARER (kproducer.oauth): Java's SaslConfigs defaults; the token sources (a
+    # callable, confluent-kafka's oauth_cb, librdkafka's names and config string) unset.
+    "sasl.oauthbearer.token.provider": None,
+    "oauth.cb": None,
+    "sasl.login.callback.handler.class": None,
+    "sasl.oauthbearer.config": None,
+    "sasl.oauthbearer.method": None,
+    "sasl.oauthbearer.token.endpoint.url": None,
+    "sasl.oauthbearer.client.credentials.client.id": None,
+    "sasl.oauthbearer.client.credentials.client.secret": None,
+    "sasl.oauthbearer.client.id": None,
+    "sasl.oauthbearer.client.secret": None,
+    "sasl.oauthbearer.scope": None,
+    "sasl.oauthbearer.extensions": None,
+    "sasl.oauthbearer.sub.claim.name": "sub",
+    "sasl.oauthbearer.scope.claim.name": "scope",
+    "sasl.oauthbearer.header.urlencode": False,
+    "sasl.login.refresh.window.factor": 0.8,
+    "sasl.login.refresh.window.jitter": 0.05,
+    "sasl.login.refresh.min.period.seconds": 60,
+    "sasl.login.refresh.buffer.seconds": 300,
+    "sasl.login.connect.timeout.ms": None,     # Java: none either (the JDK's, no timeout)
+    "sasl.login.read.timeout.ms": None,
+    "sasl.login.retry.backoff.ms": 100,
+    "sasl.login.retry.backoff.max.ms": 10000,
     "transactional.id": None,
     "transaction.timeout.ms": 60000,
     "key.serializer": None,
     "value.serializer": None,
     "partitioner": None,
+    "interceptor.classes": None,
 }
 
 
@@ -199,7 +225,7 @@ def test_other_clients_names_point_to_kafkas():
     assert "did you mean 'compression.type'" in err(**{"compression.codec": "gzip"})
 
 
-@pytest.mark.parametrize("name", ["interceptor.classes", "metric.reporters",
+@pytest.mark.parametrize("name", ["metric.reporters",
                                   "transaction.two.phase.commit.enable", "ssl.truststore.password",
                                   "sasl.kerberos.service.name", "metrics.context.foo", "sasl.new.thing"])
 def test_known_java_settings_we_do_not_implement(name):
@@ -208,8 +234,8 @@ def test_known_java_settings_we_do_not_implement(name):
 
 
 def test_unsupported_in_keyword_form_names_the_dotted_setting():
-    msg = err(interceptor_classes="com.example.I")
-    assert "'interceptor_classes' (interceptor.classes)" in msg and "does not support" in msg
+    msg = err(metric_reporters="com.example.R")
+    assert "'metric_reporters' (metric.reporters)" in msg and "does not support" in msg
 
 
 def test_partitioner_class_points_to_partitioner():

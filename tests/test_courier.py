@@ -17,7 +17,7 @@ import time
 import pytest
 
 from kproducer import Producer
-from kproducer._accumulator import RecordAccumulator, SenderTurn, courier_codecs
+from kproducer._accumulator import CourierRequest, RecordAccumulator, SenderTurn, courier_codecs
 from kproducer._net import Selector
 from kproducer._reference import decode_batch
 from kproducer.errors import TransactionAbortedError
@@ -109,6 +109,20 @@ def _acc():
     return acc
 
 
+def test_a_courier_request_is_a_typed_read_only_record():
+    """What take_courier_sends hands the Sender: named fields, set by the accumulator only."""
+    req = CourierRequest()
+    assert (req.node_id, req.correlation_id, req.batches, req.results, req.answer_us) == (0, 0, None, None, None)
+    assert not req.acknowledged and "correlation id 0" in repr(req)
+    for name in ("node_id", "correlation_id", "version", "send_us", "whole", "batches", "results",
+                 "answer_us"):
+        with pytest.raises(AttributeError):
+            setattr(req, name, 1)
+    with pytest.raises(TypeError):
+        class Sub(CourierRequest):      # final: nothing else is handed over
+            pass
+
+
 def test_the_courier_writes_a_lingering_batch_at_its_deadline(link):
     sel, conn = link
     acc = _acc()
@@ -131,17 +145,18 @@ def test_the_courier_writes_a_lingering_batch_at_its_deadline(link):
     acc.append("t", 1, b"k", b"v2", None, None, None)
     assert acc.queued_batches() == 2
     before_us = SenderTurn.now_us()
-    [(node_id, cid, version, send_us, whole, batches, results, answer_us)] = acc.take_courier_sends(0)
-    assert (node_id, cid, version, results, answer_us) == (7, 4242, 3, None, None)
-    assert 0 < send_us <= before_us             # written at a time.monotonic instant
-    [b] = batches
+    [req] = acc.take_courier_sends(0)
+    assert type(req) is CourierRequest and not req.acknowledged
+    assert (req.node_id, req.correlation_id, req.version, req.results, req.answer_us) == (7, 4242, 3, None, None)
+    assert 0 < req.send_us <= before_us         # written at a time.monotonic instant
+    [b] = req.batches
     assert (b.record_count, b.base_sequence, b.producer_id, b.producer_epoch) == (1, 5, 1000, 2)
     assert bytes(b) == parts[("t", 1)]          # the batch as the courier finished it
     assert acc.queued_batches() == 1            # v2's batch, for the Sender
     assert acc.take_courier_sends(0) == []      # taken once; disarmed since
     # Written whole but not settled (it sent nothing after it): the selector reports it sent
     # at its next poll.
-    assert not whole and sel.poll(0).sent == [0]
+    assert not req.whole and sel.poll(0).sent == [0]
 
 
 @pytest.mark.parametrize("codec", sorted(courier_codecs()))
@@ -162,7 +177,8 @@ def test_the_courier_compresses_a_batch_once_and_the_step_keeps_it(link, codec):
     batch = decode_batch(parts[("t", 0)])
     assert batch.compression == codec
     assert [(r.key, r.value) for r in batch.records] == [(b"%d" % i, v) for i, v in enumerate(values)]
-    [(_, _, _, _, _, [b], _, _)] = acc.take_courier_sends(0)
+    [req] = acc.take_courier_sends(0)
+    [b] = req.batches
     b.close()
     assert bytes(b) == parts[("t", 0)]          # compressed once, as sent
 
@@ -187,8 +203,8 @@ def test_one_request_per_node_with_every_due_partition(link):
         batch = decode_batch(parts[("t", p)])
         assert batch.producer_id == -1 and batch.base_sequence == -1      # no idempotence
         assert [r.value for r in batch.records] == [value]
-    [(_, _, _, _, _, batches, _, _)] = acc.take_courier_sends(0)
-    assert sorted(b.partition for b in batches) == [0, 1]
+    [req] = acc.take_courier_sends(0)
+    assert sorted(b.partition for b in req.batches) == [0, 1]
     assert acc.queued_batches() == 0
 
 
@@ -241,9 +257,9 @@ def test_a_queue_goes_in_order_one_batch_per_partition_per_request(link):
     assert (b1.base_sequence, b2.base_sequence) == (7, 8)
     assert [r.value for r in b1.records + b2.records] == [b"x" * 600, b"y" * 600]
     taken = acc.take_courier_sends(0)
-    assert [(cid, [b.base_sequence for b in batches]) for _, cid, _, _, _, batches, _, _ in taken] \
+    assert [(r.correlation_id, [b.base_sequence for b in r.batches]) for r in taken] \
         == [(3, [7]), (4, [8])]
-    assert taken[0][4] is True          # settled to stage the second: no poll reports it
+    assert taken[0].whole is True       # settled to stage the second: no poll reports it
     assert acc.queued_batches() == 1    # the muted partition's
 
 
@@ -266,7 +282,7 @@ def test_with_acks0_a_request_is_done_once_written_and_nothing_is_read(link):
         == [(-1, -1, b"x"), (-1, -1, b"y"), (-1, -1, b"z")]
     assert acc.courier_answered == 0
     taken = acc.take_courier_sends(0)
-    assert [(cid, whole, results) for _, cid, _, _, whole, _, results, _ in taken] \
+    assert [(r.correlation_id, r.whole, r.results) for r in taken] \
         == [(3, True, None), (4, True, None), (5, False, None)]
     deadline = time.monotonic() + 5
     received = []
@@ -309,11 +325,12 @@ def test_the_courier_reads_and_settles_an_acknowledgement_then_leaves_an_error(l
         assert time.monotonic() < deadline, "the courier did not read the error"
         time.sleep(0.001)
     taken = acc.take_courier_sends(0)
-    assert [(cid, results, [b.record_count for b in batches])
-            for _, cid, _, _, _, batches, results, _ in taken] == [(50, [(42, -1)], [1]), (51, None, [1])]
+    assert [(r.correlation_id, r.results, [b.record_count for b in r.batches])
+            for r in taken] == [(50, [(42, -1)], [1]), (51, None, [1])]
+    assert [r.acknowledged for r in taken] == [True, False]
     # The answered request's round trip: written, then its answer read (mono_us instants).
-    assert [answer_us is None for *_, answer_us in taken] == [False, True]
-    assert taken[0][3] <= taken[0][7] <= SenderTurn.now_us()
+    assert [r.answer_us is None for r in taken] == [False, True]
+    assert taken[0].send_us <= taken[0].answer_us <= SenderTurn.now_us()
     assert acc.courier_answered == 1
     received = sel.poll(0).received
     assert received == [(0, _produce_response_v3(51, "t", [(0, 6, -1)])[4:])]
@@ -345,8 +362,8 @@ def test_a_throttled_acknowledgement_is_left_to_the_poll_and_the_node_gets_nothi
         conn.recv(1)
     assert acc.courier_sent == 2 and acc.courier_answered == 1
     taken = acc.take_courier_sends(0)
-    assert [(cid, results, [b.record_count for b in batches])
-            for _, cid, _, _, _, batches, results, _ in taken] == [(50, [(42, -1)], [1]), (51, None, [1])]
+    assert [(r.correlation_id, r.results, [b.record_count for b in r.batches])
+            for r in taken] == [(50, [(42, -1)], [1]), (51, None, [1])]
     assert sel.poll(0).received == [(0, throttled[4:])]
 
 
@@ -370,9 +387,9 @@ def test_the_step_s_request_in_flight_is_read_and_kept_for_the_poll(link):
         assert time.monotonic() < deadline, "the courier did not read both answers"
         time.sleep(0.001)
     read_by = SenderTurn.now_us()
-    [(_, cid, _, _, _, batches, results, answer_us)] = acc.take_courier_sends(0)
-    assert (cid, results, len(batches)) == (60, [(8, -1)], 1)
-    assert answered_after <= answer_us <= read_by
+    [req] = acc.take_courier_sends(0)
+    assert (req.correlation_id, req.results, len(req.batches)) == (60, [(8, -1)], 1)
+    assert answered_after <= req.answer_us <= read_by
     time.sleep(0.02)
     polled = sel.poll(0)
     assert polled.received == [(0, _produce_response_v3(59, "t", [(1, 0, 7)])[4:])]

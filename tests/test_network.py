@@ -258,6 +258,35 @@ def test_a_request_the_courier_wrote_is_reserved_then_adopted_in_order(clock, se
     assert isinstance(lost[0], NetworkError) and "node 9" in str(lost[0])
 
 
+def test_the_client_owns_the_courier_s_correlation_ids(clock, sel):
+    """reserve_courier_requests reserves a block of ids per node that can take requests (the
+    client remembers the whole block); release_courier_ids gives back the ids after the last
+    one the courier used, or the whole block when it used none, but not when other ids were
+    reserved since: the next request's id would not follow them."""
+    from kproducer.network import COURIER_IDS
+    from kproducer.protocol import PRODUCE
+    client = new_client(clock, sel)
+    assert client.reserve_courier_requests(PRODUCE) == {}           # no node: nothing reserved
+    client.release_courier_ids([])
+    make_ready(client, sel, clock)
+    before = client.reserve_correlation_id() + 1
+    [(node, (_, _, first, count, _, _))] = client.reserve_courier_requests(PRODUCE).items()
+    assert (node, first, count) == (0, before, COURIER_IDS)
+    client.release_courier_ids([first, first + 1, 99_999])          # the last one it used: first + 1
+    assert client.reserve_correlation_id() == first + 2
+    # Unused: the whole block comes back.
+    [(_, (_, _, first, _, _, _))] = client.reserve_courier_requests(PRODUCE).items()
+    client.release_courier_ids([])
+    assert client.reserve_correlation_id() == first
+    # An id reserved meanwhile (a step's request): nothing comes back; released once only.
+    [(_, (_, _, first, count, _, _))] = client.reserve_courier_requests(PRODUCE).items()
+    other = client.reserve_correlation_id()
+    assert other == first + count
+    client.release_courier_ids([first])
+    client.release_courier_ids([first])
+    assert client.reserve_correlation_id() == other + 1
+
+
 def test_a_request_the_courier_wrote_whole_needs_no_sent_report(clock, sel):
     """The courier settles a request it saw written whole (to stage its next): adopted as
     sent, the request behind it is staged at once, and the responses match in order."""

@@ -249,7 +249,7 @@ def test_a_busy_application_thread_settles_its_own_acknowledgements(broker):
                 pass                      # busy in Python: the GIL stays with this thread
             p.send("busy", b"v%d" % i, key=b"k%d" % (i % 10), on_delivery=on_delivery)
             i += 1
-        stepped = p._sender.turn.raised
+        stepped = p._turn.watcher.raised
     assert all(err is None for err in acked)
     assert stepped > 0
     assert names["MainThread"] > names["kproducer-network-thread"], dict(names)
@@ -609,11 +609,11 @@ def _inject_produce_error(producer, code: int, times: int = 1):
     # The answer replaces the request, so no request may leave without client.send: the
     # courier (which writes lingering batches itself) stays off from now on.
     sender = producer._sender
-    sender._courier_io = None
+    sender.courier.io = None
     # The last step armed it: a step of this thread takes what it sent and does not arm it
     # again (a step already running elsewhere may have; then this one comes after it).
     deadline = time.monotonic() + 10
-    while not sender.step_from_app():
+    while not producer._turn.step_from_app():
         assert time.monotonic() < deadline, "no step could run"
         time.sleep(0.001)
 

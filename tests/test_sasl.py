@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 from confluent_kafka import KafkaError as CKafkaError
@@ -211,7 +212,7 @@ def test_bad_jaas_configs_are_config_errors_that_never_show_the_password(jaas, w
     (dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI", sasl_username=USER,
           sasl_password=PASSWORD), "sasl.mechanism", "does not support"),
     (dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER", sasl_username=USER,
-          sasl_password=PASSWORD), "sasl.mechanism", "does not support"),
+          sasl_password=PASSWORD), "sasl.username", "OAUTHBEARER, which sends a token"),
     (dict(sasl_username=USER, sasl_password=PASSWORD), "sasl.username", "does not use SASL"),
     (dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_username=USER,
           sasl_password=PASSWORD, sasl_jaas_config=_jaas(PLAIN_LOGIN_MODULE)), "sasl.jaas.config",
@@ -443,3 +444,79 @@ def test_sasl_ssl_through_a_tls_terminator(tmp_path):
         gw.stop()
         broker.stop()
     broker.check_log()
+
+
+# ---------------------------------------------------------------------------
+# KIP-368: sessions that end, and connections re-authenticated before they do
+
+@pytest.fixture
+def short_sessions(tmp_path):
+    """A gateway whose sessions last 1 s for PLAIN and SCRAM (Kafka's
+    connections.max.reauth.ms) in front of a fresh broker."""
+    port = free_port()
+    gw = SaslGateway("127.0.0.1", port, users={USER: PASSWORD}, session_ms=1000).start()
+    broker = TansuBroker(port=port, advertised_port=gw.port, log_dir=tmp_path).start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+        broker.stop()
+    broker.check_log()
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_connections_reauthenticate_before_their_sessions_end(short_sessions, mechanism, caplog):
+    """Records keep flowing on the same connections across re-authentications: each one waits
+    for the answers in flight, runs SaslHandshake + SaslAuthenticate, and goes on; nothing is
+    lost, reordered or sent on an expired session."""
+    caplog.set_level(logging.DEBUG, logger="kproducer")
+    gw = short_sessions
+    futures = []
+    with _producer(gw, mechanism, linger_ms=1, partitioner=lambda *a: 0) as p:
+        deadline = time.monotonic() + 3.5
+        while time.monotonic() < deadline:
+            futures.append(p.send("reauth-topic", b"v%d" % len(futures)))
+            time.sleep(0.002)      # a steady trickle of requests across the sessions
+        p.flush(30)
+        assert [f.result().offset for f in futures] == list(range(len(futures)))
+        reauths = p._client.reauthentications
+    stats = gw.stats()
+    assert reauths >= 2 and stats["reauthenticated"] >= 2, (reauths, stats)
+    assert stats["expired_requests"] == 0 and stats["sessions_expired"] == 0, stats
+    assert stats["illegal_requests"] == 0 and stats["reauth_failures"] == 0, stats
+    assert stats["reauth_while_in_flight"] == 0, stats    # the answers in flight came first
+    # One connection per broker for the whole run: re-authenticated, never reconnected.
+    assert stats["authenticated"] <= 3, stats
+    assert "re-authenticated with " + mechanism in caplog.text
+    expect_records(gw.bootstrap, "reauth-topic", {0: [(None, b"v%d" % i) for i in range(len(futures))]},
+                   exact_partitions=False, consumer_config=_librdkafka_sasl("SCRAM-SHA-512"))
+    _assert_no_secrets(caplog.text)
+
+
+def test_gateway_reauthentication_rules(short_sessions):
+    """A re-authentication keeps its mechanism and principal, and needs a handshake first."""
+    gw = short_sessions
+    gw.add_user("other", "other-pw")
+
+    def login(c, user=USER, password=PASSWORD):
+        assert c.request(m.SaslHandshakeRequest(mechanism="PLAIN"), version=1).error_code == 0
+        return c.request(m.SaslAuthenticateRequest(auth_bytes=b"\0%s\0%s" % (user.encode(), password.encode())),
+                         version=1)
+
+    with BlockingClient("127.0.0.1", gw.port) as c:
+        resp = login(c)
+        assert resp.error_code == 0 and resp.session_lifetime_ms == 1000
+        assert login(c).error_code == 0                        # re-authenticated, same principal
+        assert c.metadata(["t"]).brokers[0].port == gw.port
+        resp = login(c, "other", "other-pw")                    # another principal: refused
+        assert resp.error_code == 58 and "Cannot change principals" in resp.error_message
+    with BlockingClient("127.0.0.1", gw.port) as c:
+        assert login(c).error_code == 0
+        resp = c.request(m.SaslHandshakeRequest(mechanism="SCRAM-SHA-256"), version=1)
+        assert resp.error_code == 34                            # ILLEGAL_SASL_STATE: another mechanism
+    with BlockingClient("127.0.0.1", gw.port) as c:
+        assert login(c).error_code == 0
+        with pytest.raises((ConnectionError, OSError)):         # SaslAuthenticate without a handshake
+            c.request(m.SaslAuthenticateRequest(auth_bytes=b"\0x\0y"), version=1)
+    stats = gw.wait_for(lambda s: s["reauth_failures"] == 2 and s["illegal_requests"] == 1)
+    assert stats["reauthenticated"] == 1

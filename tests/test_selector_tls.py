@@ -21,7 +21,7 @@ from test_selector import DEADLINE, poll_until
 
 from kproducer import _net
 from kproducer._disconnect import DisconnectKind as K
-from kproducer.errors import ConfigError, NetworkError
+from kproducer.errors import ConfigError, NetworkError, TlsConfigError
 from kproducer.testing.tls import TestPki
 
 Selector = _net.Selector
@@ -283,8 +283,9 @@ def test_close_during_handshake_reports_nothing(pki):
 
 
 def test_tls_context_errors_name_the_input(pki, tmp_path):
-    with pytest.raises(ConfigError) as exc:
+    with pytest.raises(TlsConfigError) as exc:
         TlsContext(str(tmp_path / "missing.pem"))
+    assert isinstance(exc.value, ConfigError)
     assert exc.value.tls_input == "cafile" and "cannot load the CA file" in str(exc.value)
     assert "No such file or directory" in str(exc.value)
 
@@ -310,6 +311,15 @@ def test_tls_context_errors_name_the_input(pki, tmp_path):
 
     with pytest.raises(ValueError):
         TlsContext(pki.ca_file, None, pki.client_key)  # a key without its certificate
+
+
+def test_the_tls_error_takes_its_fields_in_its_constructor():
+    exc = TlsConfigError("TLS: bad", key="ssl.key.location", tls_input="keyfile",
+                         key_password_failed=True)
+    assert (str(exc), exc.key, exc.tls_input, exc.key_password_failed) == \
+        ("TLS: bad", "ssl.key.location", "keyfile", True)
+    plain = TlsConfigError("TLS: bad")
+    assert (plain.key, plain.tls_input, plain.key_password_failed) == (None, None, False)
 
 
 def test_connect_tls_argument_errors(pki):

@@ -3,8 +3,9 @@
 A MockClient stands in for the NetworkClient: it records every request the Sender sends
 and completes them only when a test says so (``answer_produce``), except Metadata and
 InitProducerId, which it answers at the next poll from the cluster it was given and a
-producer id counter. The clocks are a MockTime and the tests run the Sender's step
-(``Sender._step``) themselves: the I/O thread is never started, so every wait, backoff
+producer id counter. The clocks are a MockTime and the tests run the Sender's steps
+(``StepTurn.step``, around ``Sender.run_once``) themselves: the I/O thread is never started,
+so every wait, backoff
 and timeout below is in the mock clock's milliseconds and nothing sleeps. The records and
 batches are the real RecordAccumulator's.
 """
@@ -15,6 +16,7 @@ import collections
 import itertools
 import os
 import threading
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -29,6 +31,7 @@ from kproducer.protocol import InitProducerIdResponse
 from kproducer.protocol import versions as v
 from kproducer.protocol.errors_table import ErrorCode
 from kproducer.sender import Sender
+from kproducer.turn import StepTurn
 
 pytestmark = pytest.mark.unit
 
@@ -207,6 +210,9 @@ class MockClient:
     def wakeup(self) -> None:
         self.wakeups += 1
 
+    def release_courier_ids(self, used) -> None:
+        pass        # no courier here: nothing was reserved for it
+
     def close(self) -> None:
         pass
 
@@ -229,11 +235,14 @@ class Env:
                                [TopicInfo(TOPIC, 0, {p: PartitionInfo(p, 0) for p in (0, 1)})])
         self.client = MockClient(self.clock, self.cluster,
                                  max_in_flight=cfg.max_in_flight_requests_per_connection)
+        # Built as Producer builds them: the turn first, given to the accumulator.
+        self.turn = StepTurn(self.client.selector.fileno())
         self.acc = RecordAccumulator(
             batch_size=cfg.batch_size, batch_max_size=max(cfg.batch_max_size, cfg.batch_size),
             linger_ms=cfg.linger_ms, compression=cfg.compression_type, buffer_memory=cfg.buffer_memory,
             retry_backoff_ms=cfg.retry_backoff_ms, retry_backoff_max_ms=cfg.retry_backoff_max_ms,
-            max_request_size=cfg.max_request_size)
+            max_request_size=cfg.max_request_size, turn=self.turn.watcher,
+            step=self.turn.step_from_app, run_steps_until=self.turn.run_steps_until)
         self.metadata = Metadata(metadata_max_age_ms=cfg.metadata_max_age_ms,
                                  retry_backoff_ms=cfg.retry_backoff_ms,
                                  retry_backoff_max_ms=cfg.retry_backoff_max_ms)
@@ -241,7 +250,7 @@ class Env:
         self.metadata.add(TOPIC, wall)
         self.metadata.update(self.cluster, wall)
         self.acc.set_partition_count(TOPIC, 2)
-        self.sender = Sender(cfg, self.acc, self.metadata, self.client, time=self.clock)
+        self.sender = Sender(cfg, self.acc, self.metadata, self.client, self.turn, time=self.clock)
         if self.sender.idempotent:
             self.step()                    # InitProducerId, answered in the same step's poll
             assert self.sender.producer_id == 1000
@@ -255,7 +264,7 @@ class Env:
 
     def step(self, n: int = 1) -> None:
         for _ in range(n):
-            self.sender._step()
+            self.turn.step()
 
     def step_until(self, cond, steps: int = 5) -> None:
         for _ in range(steps):
@@ -265,7 +274,7 @@ class Env:
         assert cond()
 
     def close(self) -> None:
-        self.sender.turn.close()      # stops the watcher thread before its descriptor closes
+        self.turn.close()             # stops the watcher thread before its descriptor closes
         self.client.close_fds()
 
 
@@ -285,7 +294,7 @@ def make_env():
 def test_the_real_clock_is_the_default(make_env):
     env = make_env()
     assert env.sender.time is env.clock
-    s = Sender(env.cfg, env.acc, env.metadata, env.client)
+    s = Sender(env.cfg, env.acc, env.metadata, env.client, StepTurn(env.client.selector.fileno()))
     try:
         assert s.time is SYSTEM_TIME and s.coordinator.time is SYSTEM_TIME
     finally:
@@ -427,7 +436,7 @@ def test_a_step_that_reads_answers_drains_what_they_freed_and_wants_no_other(mak
     env.client.answer_produce()
     env.step()
     assert second.result(0).offset == 0
-    assert not env.sender.turn.wait(200)                 # nothing wanted: no step at once
+    assert not env.turn.watcher.wait(200)                # nothing wanted: no step at once
 
 
 def test_each_step_tells_the_accumulator_whether_every_window_is_full(make_env):
@@ -467,19 +476,19 @@ def test_a_step_that_wants_the_next_at_once_counts_as_a_look_by_a_waiting_thread
     ends, saw no look since its last and handed it to the I/O thread at once. A step run
     outside run_steps_until tells nothing. ``step_first`` runs the first step unasked."""
     env = make_env(acks=0, enable_idempotence=False)
-    turn = env.sender.turn
+    turn, watcher = env.turn, env.turn.watcher
     first = env.append(0)
-    before = turn.activity
+    before = watcher.activity
     env.step()
-    assert first.done() and env.sender._again
-    assert turn.activity == before                       # no thread waits for it
+    assert first.done() and turn.again
+    assert watcher.activity == before                    # no thread waits for it
     second = env.append(1)
-    before = turn.activity
-    assert env.sender.run_steps_until(second.done, None, step_first=True)
-    assert env.sender._again
+    before = watcher.activity
+    assert turn.run_steps_until(second.done, None, step_first=True)
+    assert turn.again
     # The loop's own look before its step, and the step's: it wanted the next at once.
-    assert turn.activity == before + 2
-    assert not env.sender._waiting_threads               # the thread left the loop
+    assert watcher.activity == before + 2
+    assert not turn._waiting_threads                     # the thread left the loop
     assert second.result(0).offset == -1                 # acks=0: no offset
 
 
@@ -594,8 +603,40 @@ def test_acks_0_completes_once_written(make_env):
     [b] = req.batches
     assert (b.producer_id, b.base_sequence) == (-1, -1)
     md = fut.result(0)        # completed by the same step's poll: nothing to wait for
-    assert md.offset == -1 and env.sender._acks0_nodes == {0}
+    assert md.offset == -1 and env.sender.acks0_nodes == {0}
     assert not env.client.in_flight
+
+
+def _courier_request(batches, results):
+    """What the courier hands over for a request whose acknowledgement it read (the
+    attributes of kproducer._accumulator.CourierRequest that the Sender reads)."""
+    return types.SimpleNamespace(node_id=0, batches=batches, results=results)
+
+
+def test_an_acknowledgement_the_courier_read_completes_its_batches_directly(make_env):
+    """The courier's decoded acknowledgement (each batch's base offset and log append time)
+    completes the batches as it is: no Produce response is rebuilt and decoded again."""
+    env = make_env()
+    fa, fb = env.append(0, b"a"), env.append(1, b"b")
+    env.step()
+    [req] = env.client.produce_requests()
+    batches = sorted(req.batches, key=lambda b: b.partition)
+    env.sender.on_acknowledged(_courier_request(batches, [(40, -1), (7, 1_700_000_000_123)]), None)
+    assert (fa.result(0).offset, fb.result(0).offset) == (40, 7)
+    assert fb.result(0).timestamp == 1_700_000_000_123         # the log append time
+    assert env.sender.stats["records_acked"] == 2 and not env.sender.in_flight
+
+
+def test_a_courier_request_whose_connection_was_lost_is_retried(make_env):
+    """Its answer was read, but the connection was lost before the responses ahead of it:
+    it fails as every request in flight then does, and its batches are retried."""
+    env = make_env()
+    fut = env.append(0)
+    env.step()
+    [req] = env.client.produce_requests()
+    env.sender.on_acknowledged(_courier_request(req.batches, [(0, -1)]),
+                               NetworkError("connection to node 0 (broker0:9092) lost: reset"))
+    assert not fut.done() and env.sender.stats["retries"] == 1
 
 
 # -- order across retries and leader moves (Java's rules; tests/test_failover.py on a cluster) --

@@ -184,7 +184,7 @@ def _idle(p, timeout=10.0):
     runs a step that is wanted, as Java's Sender thread may run between two sends; the
     batching asserted below needs none: the test also holds the step lock over its sends)."""
     deadline = time.monotonic() + timeout
-    while p._sender.turn.pending or p._sender._in_flight_batches() or p._sender.coordinator.pending():
+    while p._turn.watcher.pending or p._sender._in_flight_batches() or p._sender.coordinator.pending():
         assert time.monotonic() < deadline, "the producer did not go idle"
         time.sleep(0.002)
 
@@ -201,12 +201,12 @@ def test_partitions_are_added_before_their_first_batch_is_sent(proxied_broker):
         # The first batch of a partition new to the transaction asks for a step at once; one
         # that ran between two sends (a thread descheduled between them) would add the
         # partitions one request each. Holding the step lock, the sends meet none.
-        with p._sender._step_lock:
+        with p._turn.lock:
             for part in (0, 1):
                 p.send("t", b"a", partition=part)
         p.flush(timeout=20)
         _idle(p)
-        with p._sender._step_lock:
+        with p._turn.lock:
             for part in (1, 2, 3):   # 1 is in the transaction already, 2 and 3 are new
                 p.send("t", b"b", partition=part)
         p.commit_transaction(timeout=20)

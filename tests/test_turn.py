@@ -1,6 +1,7 @@
 """The Sender's turn (csrc/kp_turn.c through kproducer._accumulator.SenderTurn): a C watcher
 thread raises ``pending`` when the watched descriptor is readable or a deadline passes, and
-watches again only after a step says it is done."""
+watches again only after a step says it is done. kproducer.turn.StepTurn decides which
+thread runs the step (its unit tests follow the watcher's)."""
 
 import gc
 import os
@@ -10,6 +11,7 @@ import time
 import pytest
 
 from kproducer._accumulator import SenderTurn
+from kproducer.turn import StepTurn
 
 now_ms = SenderTurn.now_ms
 now_us = SenderTurn.now_us
@@ -459,6 +461,85 @@ def test_a_forked_child_drops_its_copy_without_touching_the_parents_watcher(pipe
     os.write(w, b"x")                     # the parent's watcher still works
     assert t.wait(5000)
     t.close()
+
+
+class _Sender:
+    """What a StepTurn reads of the Sender it is bound to: running, stats, run_once()."""
+
+    def __init__(self, result=(-1, False)):
+        self.running = True
+        self.stats = {"steps_by_application": 0, "steps_by_io_thread": 0,
+                      "step_wait_us_total": 0, "step_wait_us_max": 0}
+        self.result = result
+        self.threads = []
+
+    def run_once(self):
+        self.threads.append(threading.get_ident())
+        if isinstance(self.result, Exception):
+            raise self.result
+        return self.result
+
+
+@pytest.fixture
+def step_turn(pipe):
+    turn = StepTurn(pipe[0])
+    yield turn
+    turn.close()
+
+
+def test_a_step_tells_the_watcher_when_the_next_is_due(step_turn):
+    """StepTurn.step runs the Sender's run_once on this thread between the watcher's begin
+    and done: a step due later leaves nothing wanted; one wanted at once is raised."""
+    sender = _Sender((now_us() + 10_000_000, False))
+    step_turn.bind(sender)
+    ended = step_turn.watcher.steps_ended
+    step_turn.step()
+    assert sender.threads == [threading.get_ident()] and not step_turn.again
+    assert step_turn.watcher.steps_ended == ended + 1
+    assert not step_turn.watcher.wait(100)
+    sender.result = (0, True)
+    step_turn.step()
+    assert step_turn.again and step_turn.watcher.wait(5000)
+
+
+def test_a_step_that_raises_is_logged_and_the_next_waits(step_turn, caplog):
+    sender = _Sender(RuntimeError("boom"))
+    step_turn.bind(sender)
+    before = now_us()
+    step_turn.step_safely()                          # logged, not raised
+    assert "unexpected error" in caplog.text
+    assert step_turn.watcher.wait(5000)
+    assert now_us() - before >= 10_000               # the next one after a pause, not at once
+
+
+def test_an_application_thread_steps_only_when_no_other_thread_does(step_turn):
+    """step_from_app runs the step when the lock is free (True), does nothing while another
+    thread holds it (False), and nothing inside a step of its own thread (True: a delivery
+    callback that sends)."""
+    sender = _Sender()
+    step_turn.bind(sender)
+    assert step_turn.step_from_app() and sender.stats["steps_by_application"] == 1
+    inside = []
+    with step_turn.held():
+        assert step_turn.in_step()
+        inside.append(step_turn.step_from_app())
+        other = threading.Thread(target=lambda: inside.append(step_turn.step_from_app()))
+        other.start()
+        other.join(10)
+    assert inside == [True, False] and not step_turn.in_step()
+    assert len(sender.threads) == 1 and sender.stats["steps_by_application"] == 1
+
+
+def test_run_steps_until_returns_at_once_inside_a_step_or_once_the_sender_closes(step_turn):
+    sender = _Sender()
+    step_turn.bind(sender)
+    with step_turn.held():
+        assert step_turn.run_steps_until(lambda: False, None) is False   # a delivery callback
+    assert not sender.threads
+    assert step_turn.run_steps_until(lambda: bool(sender.threads), None, step_first=True)
+    sender.running = False
+    assert step_turn.run_steps_until(lambda: False, None) is False       # the Sender closes
+    assert not step_turn._waiting_threads
 
 
 @pytest.mark.timeout(120)

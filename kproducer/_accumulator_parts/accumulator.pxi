@@ -1,4 +1,8 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): the per-partition queues (Java's RecordAccumulator).
+# Part of the kproducer._accumulator extension (included by _accumulator.pyx): RecordAccumulator,
+# the per-partition queues of batches being filled (Java's RecordAccumulator): append and
+# append_many, ready and drain for the Sender's step, and the courier's arm/take entry points
+# (the courier itself is courier.pxi). Built with the turn's watcher and its step functions
+# (kproducer.turn.StepTurn), which it hands to its BufferPool.
 
 cdef class _TopicState:
     cdef str topic
@@ -111,12 +115,12 @@ cdef class RecordAccumulator:
     cdef bytes _courier_txn_id        # the same
     cdef _HeaderScratch _scratch
     cdef object _wakeup
-    # The Sender's turn (set by the Sender): a batch that became sendable, or will be after
-    # linger.ms, names its deadline to the watcher thread. Without one, ``wakeup()``.
-    cdef public SenderTurn turn
-    # The Sender's step for a thread that holds the GIL (Sender.step_from_app, set by the
-    # Sender): append_many runs it between chunks when the turn wants one, as send() does.
-    cdef public object step
+    # The turn's watcher (kproducer.turn.StepTurn.watcher): a batch that became sendable, or
+    # will be after linger.ms, names its deadline to it. Without one, ``wakeup()``.
+    cdef readonly SenderTurn turn
+    # The step for a thread that holds the GIL (StepTurn.step_from_app): append_many runs it
+    # between chunks when the watcher wants one, as send() does.
+    cdef readonly object step
     # The sticky partitioner's inputs: its random draws, adaptive partitioning, and the
     # per-node (ready_ms, drain_ms) of Java's NodeLatencyStats (written by the Sender through
     # update_node_latency, read by ready(): both on the I/O thread).
@@ -147,8 +151,13 @@ cdef class RecordAccumulator:
                   compression_level=None, Py_ssize_t buffer_memory=33554432, bint ignore_keys=False,
                   int64_t retry_backoff_ms=100, int64_t retry_backoff_max_ms=1000,
                   Py_ssize_t max_request_size=1048576, wakeup=None, bint adaptive=True,
-                  int64_t availability_timeout_ms=0, rng=None):
+                  int64_t availability_timeout_ms=0, rng=None, SenderTurn turn=None, step=None,
+                  run_steps_until=None):
+        # ``turn``, ``step`` and ``run_steps_until``: the watcher and the two ways a thread
+        # runs steps (kproducer.turn.StepTurn), None when no Sender steps (tests).
         self._courier = Courier()
+        self.turn = turn
+        self.step = step
         self.batch_size = batch_size
         self.batch_max_size = batch_max_size if batch_max_size > batch_size else batch_size
         self.linger_ms = linger_ms
@@ -156,7 +165,7 @@ cdef class RecordAccumulator:
         self.level = _compression.resolve_level(compression, compression_level)
         if self.codec != 0 and kp_compress_available(self.codec):
             self._compressor = Compressor()
-        self.pool = BufferPool(buffer_memory)
+        self.pool = BufferPool(buffer_memory, run_steps_until)
         self.ignore_keys = ignore_keys
         self._topics = {}
         self.incomplete = set()
@@ -357,10 +366,9 @@ cdef class RecordAccumulator:
             # has BATCH_START_SHARE times that free; when it has less, a 1/BATCH_START_SHARE
             # share of what is free (at least BATCH_START_BYTES), and the batch grows by
             # doubling towards batch.size, charging the pool as it grows
-            # (ProducerBatch._grow). Taking batch.size whatever the pool holds left a few
-            # records per round trip when partitions x batch.size exceeded buffer.memory
-            # (8k records/s: 4 partitions, batch.size 1 MB, buffer.memory 2 MiB); starting
-            # every batch small cost reallocs and smaller batches when nothing was short.
+            # (ProducerBatch._grow): taking batch.size whatever the pool holds leaves a few
+            # records per round trip when partitions x batch.size exceed buffer.memory, and
+            # starting every batch small costs reallocs when nothing is short.
             if need < self.batch_size:
                 need = min(self.batch_size, max(need, BATCH_START_BYTES,
                                                 (self.pool.total - self.pool.used) // BATCH_START_SHARE))
@@ -401,10 +409,8 @@ cdef class RecordAccumulator:
         no transaction needs the step to add a partition, and partitioner.availability.timeout.ms
         is off: its ready pass times the leaders that leave batches waiting, on every new batch
         as Java's does): a step could send it only once an answer makes room, and an answer
-        brings a step. Beside a send() loop that outruns the
-        broker that step found nothing to send, 1 KiB records in 1 MB batches: 1,111 steps
-        for 317 requests, 850 without them; send() 255,557 -> 279,731 records/s (4
-        alternating rounds)."""
+        brings a step (beside a send() loop that outruns the broker, such a step finds
+        nothing to send)."""
         if due == NO_DUE:
             return 0
         if (due == 0 and may_wait and self.windows_full and not self.txn_generation
@@ -810,11 +816,10 @@ cdef class RecordAccumulator:
 
         Unlike Java's, only batches sendable on their own (_wait_left) are taken: each
         partition lingers on its own clock, as librdkafka's do, instead of every partition
-        of a node riding along with the first one ready. Tansu answers a request later the
-        more partitions it holds, and one connection's requests one at a time, so the
-        riders delayed everyone: 10,000 and 50,000 records/s over 4 partitions, p50
-        acknowledgement 3.30-3.54 ms with riders against 3.06-3.29 ms without (README,
-        "Latency"). Under load every batch is full and the requests are the same.
+        of a node riding along with the first one ready: a broker that answers a request
+        later the more partitions it holds, one connection's requests at a time (Tansu),
+        delays every acknowledgement for the riders. Under load every batch is full and the
+        requests are the same.
         ``lingering=True`` takes lingering batches too (a node's records failed at once);
         retries still wait for their backoff."""
         cdef dict out = {}
@@ -1021,9 +1026,8 @@ cdef class RecordAccumulator:
 
     def take_courier_sends(self, int64_t now):
         """The Sender, as its step begins: disarms the courier and returns what it sent and
-        what it read, [(node_id, correlation_id, version, send_us, whole, [ProducerBatch],
-        results, answer_us)] (courier.pxi, _courier_take), the batches out of their queues,
-        finished as they went out."""
+        what it read, one :class:`CourierRequest` per request in the order it wrote them
+        (courier.pxi), the batches out of their queues, finished as they went out."""
         self._acquire()
         try:
             return _courier_take(self, now)

@@ -1,7 +1,10 @@
 # Part of the kproducer._accumulator extension (included by _accumulator.pyx): the courier, a C
 # thread that writes a lingering batch's Produce request when its linger.ms is over, between
 # two Sender steps and without the GIL (csrc/kp_courier.h says why and how). The accumulator
-# owns it: its mutex is the accumulator's lock.
+# owns it: its mutex is the accumulator's lock. Here: Courier (the lock and the thread), the
+# plan a step arms it with (_courier_arm) and what the next step takes back from it
+# (_courier_take: one CourierRequest per request it wrote). kproducer.courier_handover is
+# the Sender's side of the hand-over.
 
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
@@ -20,10 +23,8 @@ cdef class Courier:
     def __cinit__(self):
         cdef int err = 0
         cdef kp_status st = kp_courier_new(&self.c, &err)
-        if st == KP_ERR_SYS:
-            raise OSError(err, f"cannot start the courier thread: {os.strerror(err)}")
         if st != KP_OK:
-            raise_kp_error(st, NULL, "the courier thread")
+            raise_kp_error(st, NULL, "starting the courier thread", None, err)
 
     def __dealloc__(self):
         kp_courier_free(self.c)
@@ -47,6 +48,41 @@ cdef class Courier:
     def answered(self):
         """Responses the courier read and found good (the step's requests' and its own)."""
         return kp_courier_answered(self.c)
+
+
+@cython.final
+cdef class CourierRequest:
+    """A Produce request the courier wrote between two steps, as the next step takes it
+    (:meth:`RecordAccumulator.take_courier_sends`):
+
+    - ``node_id``, ``correlation_id``, ``version``: where it went, with which id, in which
+      Produce version;
+    - ``send_us``: when it went out (``SenderTurn.now_us()``'s clock); ``whole``: it was
+      written whole (no poll reports it sent);
+    - ``batches``: its ProducerBatches, one per partition, out of their queues, closed and
+      finished as the courier finished them;
+    - ``results``: ``[(base_offset, log_append_time_ms)]`` by batch when the courier read a
+      response that acknowledged every batch, else None (not answered yet, or the answer is
+      left to the step's poll); ``answer_us``: when it read that response (None without
+      ``results``)."""
+    cdef readonly int32_t node_id
+    cdef readonly int32_t correlation_id
+    cdef readonly int version
+    cdef readonly int64_t send_us
+    cdef readonly bint whole
+    cdef readonly list batches
+    cdef readonly list results
+    cdef readonly object answer_us
+
+    @property
+    def acknowledged(self):
+        """Whether the courier read the response, and it acknowledged every batch."""
+        return self.results is not None
+
+    def __repr__(self):
+        return (f"<CourierRequest node {self.node_id} correlation id {self.correlation_id} "
+                f"v{self.version}: {len(self.batches or ())} batch(es)"
+                f"{', acknowledged' if self.results is not None else ''}>")
 
 
 cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dict leaders,
@@ -149,15 +185,9 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
 
 
 cdef list _courier_take(RecordAccumulator acc, int64_t now):
-    """What the courier did since it was armed, as [(node_id, correlation_id, version,
-    send_us, whole, [ProducerBatch], results, answer_us)] in the order it wrote the
-    requests: ``send_us`` when it went out (``time.monotonic`` in µs), ``whole`` when it was
-    written whole (no poll reports it sent), ``results`` [(base_offset, log_append_time_ms)]
-    by batch when the courier read a response that acknowledged every batch (None: not
-    answered yet, or the answer is the poll's), ``answer_us`` when it read that response
-    (None with ``results``). Each batch is out of its
-    queue, closed and finished as the courier finished it. Disarms the courier (the
-    accumulator's lock is held)."""
+    """What the courier did since it was armed: one CourierRequest per request, in the order
+    it wrote them, each batch out of its queue, closed and finished as the courier finished
+    it. Disarms the courier (the accumulator's lock is held)."""
     cdef kp_courier *c = acc._courier.c
     cdef size_t nn = 0, nr = 0, nb = 0, i
     cdef const kp_courier_node *nodes = kp_courier_nodes(c, &nn)
@@ -167,6 +197,7 @@ cdef list _courier_take(RecordAccumulator acc, int64_t now):
     cdef const kp_courier_request *r
     cdef const kp_courier_node *node
     cdef list out = []
+    cdef CourierRequest req
     cdef ProducerBatch b
     cdef _TopicState st
     cdef int32_t p
@@ -176,8 +207,16 @@ cdef list _courier_take(RecordAccumulator acc, int64_t now):
     for i in range(nr):
         r = &requests[i]
         node = &nodes[r.node]
-        out.append((node.node_id, r.correlation_id, node.version, r.send_us, r.whole != 0, [],
-                    [] if r.answered else None, r.answer_us if r.answer_us >= 0 else None))
+        req = CourierRequest.__new__(CourierRequest)
+        req.node_id = node.node_id
+        req.correlation_id = r.correlation_id
+        req.version = node.version
+        req.send_us = r.send_us
+        req.whole = r.whole != 0
+        req.batches = []
+        req.results = [] if r.answered else None
+        req.answer_us = r.answer_us if r.answer_us >= 0 else None
+        out.append(req)
     # Offer order is each partition's queue order: its sent batches are its queue's head.
     for i in range(nb):
         if batches[i].request < 0:
@@ -200,9 +239,9 @@ cdef list _courier_take(RecordAccumulator acc, int64_t now):
         b.producer_id = plan.producer_id
         b.producer_epoch = plan.producer_epoch
         b.base_sequence = batches[i].base_sequence
-        entry = out[batches[i].request]
-        (<list>entry[5]).append(b)
-        if entry[6] is not None:
-            (<list>entry[6]).append((batches[i].base_offset, batches[i].log_append_time_ms))
+        req = <CourierRequest>out[batches[i].request]
+        req.batches.append(b)
+        if req.results is not None:
+            req.results.append((batches[i].base_offset, batches[i].log_append_time_ms))
     kp_courier_reset(c)
     return out

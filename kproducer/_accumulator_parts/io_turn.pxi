@@ -1,24 +1,24 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): whose turn it is
-# to run the Sender's step (csrc/kp_turn.h says why and how).
+# Part of the kproducer._accumulator extension (included by _accumulator.pyx): SenderTurn, the
+# C watcher that raises ``pending`` when the Sender's step is wanted (csrc/kp_turn.h says why
+# and how). Which thread then runs the step is kproducer.turn's StepTurn.
 
 from kproducer._cdefs.turn cimport *
 
 
 cdef class SenderTurn:
-    """Who runs the Sender's next step. A C watcher thread (no GIL, ever) raises ``pending``
-    when the selector's epoll descriptor ``fd`` is readable or a deadline (:meth:`done`,
+    """The watcher of the Sender's turn. A C thread (no GIL, ever) raises ``pending`` when
+    the selector's epoll descriptor ``fd`` is readable or a deadline (:meth:`done`,
     :meth:`due_by`) passes; a thread that holds the GIL reads ``pending`` for the cost of a
-    load and runs the step itself; the I/O thread sleeps in :meth:`wait` without the GIL.
-    The thread that ran a step calls :meth:`done` after its poll."""
+    load and runs the step itself; the I/O thread sleeps in :meth:`wait_io` without the GIL.
+    The thread that ran a step calls :meth:`done` after its poll (kproducer.turn.StepTurn
+    does all of this for the Sender)."""
     cdef kp_turn *t
 
     def __cinit__(self, int fd):
         cdef int err = 0
         cdef kp_status st = kp_turn_new(&self.t, fd, &err)
-        if st == KP_ERR_SYS:
-            raise OSError(err, f"cannot start the Sender's watcher thread: {os.strerror(err)}")
         if st != KP_OK:
-            raise_kp_error(st, NULL, "the Sender's watcher thread")
+            raise_kp_error(st, NULL, "starting the Sender's watcher thread", None, err)
 
     def __dealloc__(self):
         kp_turn_free(self.t)
@@ -160,10 +160,8 @@ cdef class SenderTurn:
         if self.t == NULL:
             raise KafkaError("the producer is closed")
         cdef kp_status st = kp_turn_loop_fd(self.t, &fd, &err)
-        if st == KP_ERR_SYS:
-            raise OSError(err, f"cannot make the Sender's loop descriptor: {os.strerror(err)}")
         if st != KP_OK:
-            raise_kp_error(st, NULL, "the Sender's loop descriptor")
+            raise_kp_error(st, NULL, "making the Sender's loop descriptor", None, err)
         return fd
 
     def attach_loop(self, int delta, int grace_ms=-1):

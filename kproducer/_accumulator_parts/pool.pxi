@@ -1,4 +1,5 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): buffer.memory (Java's BufferPool).
+# Part of the kproducer._accumulator extension (included by _accumulator.pyx): BufferPool,
+# buffer.memory as a bound on the bytes of unfinished batches (Java's BufferPool).
 
 cdef class BufferPool:
     """``buffer.memory`` as a hard bound on the bytes of batches not yet completed.
@@ -10,16 +11,17 @@ cdef class BufferPool:
     cdef readonly int waiters
     cdef object _cond
     cdef list _listeners      # add_listener's, until the next release
-    # Sender.run_steps_until (set by the Sender): a thread that waits for memory runs the
-    # steps that free it, as flush() does, rather than leave them to the watcher's grace for
-    # a thread that has just sent and then to the I/O thread (a millisecond or more each).
-    cdef public object run_steps_until
+    # kproducer.turn.StepTurn.run_steps_until (None: wait on the condition only): a thread
+    # that waits for memory runs the steps that free it, as flush() does, rather than leave
+    # them to the watcher's grace for a thread that has just sent and then to the I/O thread.
+    cdef readonly object run_steps_until
 
-    def __cinit__(self, Py_ssize_t total):
+    def __cinit__(self, Py_ssize_t total, run_steps_until=None):
         self.total = total
         self.used = 0
         self.waiters = 0
         self._cond = threading.Condition(threading.Lock())
+        self.run_steps_until = run_steps_until
 
     cdef inline bint try_reserve(self, Py_ssize_t n):
         if self.waiters == 0 and self.used + n <= self.total:

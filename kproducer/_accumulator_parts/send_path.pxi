@@ -1,7 +1,8 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): the send() fast path and fork detection.
+# Part of the kproducer._accumulator extension (included by _accumulator.pyx): SendPath, the
+# send() and poll() fast paths, and fork detection.
 
-# Bumped in a forked child: producers compare it instead of calling os.getpid()
-# (a system call, ~200 ns) on every send().
+# Bumped in a forked child: producers compare it instead of calling os.getpid() (a system
+# call) on every send().
 cdef long _fork_generation = 0
 
 
@@ -31,9 +32,9 @@ cdef class SendPath:
     # Settable: a transactional producer routes send() through Python (which raises the
     # transaction's state error) whenever no transaction is open.
     cdef public bint needs_python
-    # The Sender's turn: when its I/O thread wants a step (a response came, a deadline is
-    # due) the sending thread, which holds the GIL already, runs ``step()`` itself rather
-    # than leave the I/O thread waiting up to a switch interval for the GIL.
+    # The turn's watcher and StepTurn.step_from_app (kproducer.turn): when a step is wanted
+    # (a response came, a deadline is due) the sending thread, which holds the GIL already,
+    # runs ``step()`` itself rather than leave the I/O thread waiting for the GIL.
     cdef SenderTurn turn
     cdef object step
     # Producer._poll: poll() beyond its fast path (a step to run, a wait, a bad timeout).

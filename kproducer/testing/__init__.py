@@ -13,8 +13,9 @@ and terminates TLS with Python's ``ssl`` module.
 from .broker import BrokerStartError, TansuBroker, free_port
 from .client import BlockingClient
 from .mock_cluster import MockCluster, MockClusterError
+from .oidc import OidcServer, TokenIssuer
 from .proxy import FaultProxy
 from .sasl_gateway import SaslGateway
 
 __all__ = ["TansuBroker", "BrokerStartError", "BlockingClient", "free_port", "FaultProxy",
-           "SaslGateway", "MockCluster", "MockClusterError"]
+           "SaslGateway", "MockCluster", "MockClusterError", "OidcServer", "TokenIssuer"]

@@ -46,7 +46,7 @@ def wait_courier_armed(producer, timeout: float = 10.0) -> None:
     back while the step polled) would keep the courier disarmed until the I/O thread gets the
     GIL again: a switch interval, which gil_held() makes long."""
     deadline = time.monotonic() + timeout
-    while not (producer._acc.courier_armed and producer._sender._step_owner is None):
+    while not (producer._acc.courier_armed and producer._turn.owner is None):
         if time.monotonic() > deadline:
             raise AssertionError("the courier was not armed")
         time.sleep(0.001)

@@ -1,0 +1,324 @@
+"""Interceptors (kproducer.interceptors, ``interceptor.classes``): Java's ProducerInterceptor
+contract on send() (on_send before serialization and partitioning, on_acknowledgement
+before the record's callback on the completing thread, send() failures routed to it,
+exceptions logged and swallowed), once per call on send_many(), and nothing at all when
+none is set."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import sys
+import threading
+import types
+
+import pytest
+
+from kproducer import KafkaError, Producer, RecordMetadata
+from kproducer.config import ProducerConfig
+from kproducer.errors import ConfigError
+from kproducer.interceptors import ProducerInterceptor, ProducerRecord, SendManyColumns
+from kproducer.testing.readback import read_back
+
+BS = "127.0.0.1:1"
+
+
+def _all(got):
+    return [m for msgs in got.values() for m in sorted(msgs, key=lambda m: m.offset)]
+
+
+class Recorder:
+    """Records every call, with the thread it ran on."""
+
+    def __init__(self, name="r", log=None):
+        self.name = name
+        self.log = log if log is not None else []
+
+    def on_send(self, record):
+        self.log.append((self.name, "send", record, threading.get_ident()))
+        return record
+
+    def on_acknowledgement(self, metadata, error):
+        self.log.append((self.name, "ack", (metadata, error), threading.get_ident()))
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+
+class Configured(ProducerInterceptor):
+    instances: list = []
+
+    def __init__(self):
+        self.config = None
+        self.closed = False
+        Configured.instances.append(self)
+
+    def configure(self, config):
+        self.config = config
+
+    def on_send(self, record):
+        return record._replace(headers=list(record.headers or []) + [("configured", b"1")])
+
+    def close(self):
+        self.closed = True
+
+
+def test_setting_forms():
+    obj = Recorder()
+    cfg = ProducerConfig(bootstrap_servers=BS, interceptor_classes=[obj, Configured, "a.b.C"])
+    assert cfg.interceptor_classes == (obj, Configured, "a.b.C")
+    assert cfg["interceptor.classes"] == cfg.interceptor_classes
+    cfg = ProducerConfig({"bootstrap.servers": BS, "interceptor.classes": " a.b.C, d.e.F "})
+    assert cfg.interceptor_classes == ("a.b.C", "d.e.F")
+    assert ProducerConfig(bootstrap_servers=BS, interceptor_classes=obj).interceptor_classes == (obj,)
+    assert ProducerConfig(bootstrap_servers=BS).interceptor_classes is None
+    assert ProducerConfig(bootstrap_servers=BS, interceptor_classes=[]).interceptor_classes is None
+
+
+@pytest.mark.parametrize("bad, words", [
+    (object(), "is not an interceptor"),
+    ([Recorder(), 5], "5 is not an interceptor"),
+    ("not a name!", "is not a 'module.Class' name"),
+    ("NoModule", "is not a 'module.Class' name"),
+])
+def test_setting_refuses_what_is_no_interceptor(bad, words):
+    with pytest.raises(ConfigError, match="interceptor.classes") as exc:
+        ProducerConfig(bootstrap_servers=BS, interceptor_classes=bad)
+    assert words in str(exc.value)
+
+
+def test_a_name_that_does_not_import_fails_when_the_producer_is_made():
+    cfg = ProducerConfig(bootstrap_servers=BS, interceptor_classes="no_such_module_kp.Interceptor")
+    with pytest.raises(ConfigError, match="cannot import 'no_such_module_kp.Interceptor'"):
+        Producer(cfg)
+
+
+def test_no_interceptor_keeps_the_compiled_send_path():
+    p = Producer(bootstrap_servers=BS)
+    try:
+        assert p._interceptors is None
+        assert p._send_path.needs_python is False      # send() never enters Python
+    finally:
+        p.close(0)
+    p = Producer(bootstrap_servers=BS, interceptor_classes=[Recorder()])
+    try:
+        assert p._send_path.needs_python is True
+    finally:
+        p.close(0)
+
+
+def test_classes_and_names_are_instantiated_configured_and_closed(monkeypatch):
+    module = types.ModuleType("kp_test_interceptor_module")
+    module.Configured = Configured
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    Configured.instances.clear()
+    passed = Configured()           # an instance the application made: not closed by the producer
+    Configured.instances.clear()
+    p = Producer(bootstrap_servers=BS, client_id="ic",
+                 interceptor_classes=[Configured, "kp_test_interceptor_module.Configured", passed])
+    made = list(Configured.instances)
+    assert len(made) == 2 and all(ic.config["client.id"] == "ic" for ic in made)
+    assert passed.config is None
+    p.close(0)
+    assert all(ic.closed for ic in made) and not passed.closed
+
+
+# -- send() ----------------------------------------------------------------------------------
+
+
+def test_on_send_runs_first_in_order_before_serialization(broker):
+    broker.create_topic("ic", 2)
+    calls = []
+
+    class Upper:
+        def on_send(self, record):
+            calls.append(("upper", record))
+            return record._replace(value=record.value.upper(), partition=1)
+
+    class Tag:
+        def on_send(self, record):
+            calls.append(("tag", record))
+            return record._replace(headers=list(record.headers or []) + [("tag", b"t")])
+
+    serialized = []
+
+    def value_ser(v):
+        serialized.append(v)
+        return v.encode()
+    hdrs = [("app", b"a")]
+    with Producer(bootstrap_servers=broker.bootstrap, value_serializer=value_ser,
+                  interceptor_classes=[Upper(), Tag()]) as p:
+        md = p.send("ic", "hello", headers=hdrs).result(10)
+        assert md.partition == 1
+    assert calls[0] == ("upper", ProducerRecord("ic", "hello", None, None, None, hdrs))
+    assert calls[1][1].value == "HELLO" and calls[1][1].partition == 1   # the previous one's record
+    assert serialized == ["HELLO"]                                       # serialized after on_send
+    assert hdrs == [("app", b"a")]
+    (m,) = _all(read_back(broker.bootstrap, "ic"))
+    assert (m.partition, m.value, m.headers) == (1, b"HELLO", [("app", b"a"), ("tag", b"t")])
+
+
+def test_on_acknowledgement_before_the_callback_on_the_completing_thread(broker):
+    broker.create_topic("ack", 1)
+    log: list = []
+    user = []
+    a, b = Recorder("a", log), Recorder("b", log)
+    with Producer(bootstrap_servers=broker.bootstrap, interceptor_classes=[a, b]) as p:
+        fut = p.send("ack", b"v", key=b"k",
+                     on_delivery=lambda err, md: user.append((err, md, threading.get_ident())))
+        p.flush(10)
+        md = fut.result(0)
+        deadline = threading.Event()
+        for _ in range(100):
+            if user:
+                break
+            deadline.wait(0.05)
+    sends = [e for e in log if e[1] == "send"]
+    acks = [e for e in log if e[1] == "ack"]
+    assert [e[0] for e in sends] == ["a", "b"] and all(e[3] == threading.get_ident() for e in sends)
+    assert [e[0] for e in acks] == ["a", "b"]
+    assert all(e[2] == (md, None) for e in acks)
+    assert user == [(None, md, acks[0][3])]          # the callback after, on the same thread
+    assert log.index(acks[1]) > log.index(acks[0])
+
+
+def test_interceptor_exceptions_are_logged_and_swallowed(broker, caplog):
+    broker.create_topic("boom", 1)
+
+    class Raises:
+        def on_send(self, record):
+            raise RuntimeError("on_send boom")
+
+        def on_acknowledgement(self, md, err):
+            raise RuntimeError("ack boom")
+
+    class ReturnsNone:
+        def on_send(self, record):
+            return None
+
+    after = Recorder("after")
+    caplog.set_level(logging.WARNING, logger="kproducer.interceptors")
+    acked = []
+    with Producer(bootstrap_servers=broker.bootstrap,
+                  interceptor_classes=[Raises(), ReturnsNone(), after]) as p:
+        md = p.send("boom", b"v", on_delivery=lambda e, m: acked.append((e, m))).result(10)
+        p.flush(10)
+    assert md.offset == 0
+    # The next interceptor got the record as it was: neither the raise nor the None changed it.
+    assert after.log[0][2] == ProducerRecord("boom", b"v", None, None, None, None)
+    assert after.log[1][2] == (md, None)
+    text = caplog.text
+    assert "on_send boom" in text and "ack boom" in text and "not a ProducerRecord" in text
+    assert acked == [(None, md)]
+
+
+def test_send_failure_goes_to_on_acknowledgement_then_raises(broker):
+    broker.create_topic("fail", 2)
+    rec = Recorder()
+    called = []
+    with Producer(bootstrap_servers=broker.bootstrap, max_request_size=1000,
+                  interceptor_classes=[rec]) as p:
+        with pytest.raises(KafkaError, match="larger than max.request.size"):
+            p.send("fail", b"x" * 5000, partition=1, on_delivery=lambda e, m: called.append(e))
+        with pytest.raises(ValueError):
+            p.send("fail", b"x", partition=7)               # no such partition
+        with pytest.raises(TypeError):
+            p.send("fail", 12345)                            # not bytes, no serializer
+    acks = [e[2] for e in rec.log if e[1] == "ack"]
+    assert len(acks) == 3
+    (md0, err0), (md1, err1), (md2, err2) = acks
+    assert md0 == RecordMetadata("fail", 1, -1, -1) and "max.request.size" in str(err0)
+    assert md1 == RecordMetadata("fail", 7, -1, -1) and isinstance(err1, ValueError)
+    assert md2 == RecordMetadata("fail", -1, -1, -1) and isinstance(err2, TypeError)
+    assert called == []              # send() raised: the application's callback is not called
+
+
+def test_failed_delivery_reaches_on_acknowledgement_with_topic_and_partition(broker):
+    broker.create_topic("late", 3)
+    rec = Recorder()
+    user = []
+    p = Producer(bootstrap_servers=broker.bootstrap, linger_ms=60_000, interceptor_classes=[rec])
+    p.send("late", b"warm", partition=2)      # waits for its linger: still pending at close
+    p.send("late", b"v", partition=2, on_delivery=lambda e, m: user.append((e, m)))
+    p.close(timeout=0)
+    acks = [e[2] for e in rec.log if e[1] == "ack"]
+    assert len(acks) == 2
+    for md, err in acks:
+        assert isinstance(err, KafkaError) and md == RecordMetadata("late", 2, -1, -1)
+    assert len(user) == 1 and user[0][1] is None       # the callback as without interceptors
+
+
+# -- send_many() -----------------------------------------------------------------------------
+
+
+class ManyRecorder:
+    def __init__(self):
+        self.log = []
+
+    def on_send_many(self, columns):
+        self.log.append(("send_many", columns, threading.get_ident()))
+        return columns._replace(headers=[("many", b"1")])
+
+    def on_acknowledgement_many(self, columns, result, error):
+        self.log.append(("ack_many", (columns, result, error), threading.get_ident()))
+
+
+def test_send_many_calls_interceptors_once_per_call(broker):
+    broker.create_topic("bulk", 2)
+    many, per_record = ManyRecorder(), Recorder()
+    values = [b"v%d" % i for i in range(1000)]
+    with Producer(bootstrap_servers=broker.bootstrap, interceptor_classes=[many, per_record]) as p:
+        res = p.send_many("bulk", values, timestamps=1_700_000_000_000)
+        assert res.wait(30)
+        p.flush(10)
+        for _ in range(100):
+            if len(many.log) == 2:
+                break
+            threading.Event().wait(0.05)
+    assert [e[0] for e in many.log] == ["send_many", "ack_many"]
+    cols = many.log[0][1]
+    assert cols == SendManyColumns("bulk", values, None, None, 1_700_000_000_000, None)
+    columns, result, error = many.log[1][1]
+    assert result is res and error is None and res.acked == 1000
+    assert columns.headers == [("many", b"1")]        # what on_send_many returned
+    assert per_record.log == []                        # per-record hooks: send() only
+    got = _all(read_back(broker.bootstrap, "bulk"))
+    assert len(got) == 1000 and all(m.headers == [("many", b"1")] for m in got)
+
+
+def test_send_many_failure_goes_to_on_acknowledgement_many(broker):
+    broker.create_topic("bulkfail", 1)
+    many = ManyRecorder()
+    with Producer(bootstrap_servers=broker.bootstrap, interceptor_classes=[many]) as p:
+        with pytest.raises(ValueError):
+            p.send_many("bulkfail", [b"a", b"b"], partition=5)
+    (name, (columns, result, error), _) = many.log[1]
+    assert name == "ack_many" and result is None and isinstance(error, ValueError)
+    assert columns.topic == "bulkfail"
+
+
+# -- asyncio ---------------------------------------------------------------------------------
+
+
+def test_aio_send_runs_interceptors_in_the_tasks_context(broker):
+    from kproducer.aio import AIOProducer
+    broker.create_topic("aio-ic", 1)
+    var = contextvars.ContextVar("var", default=None)
+    seen = []
+
+    class SeesContext:
+        def on_send(self, record):
+            seen.append(var.get())
+            return record
+
+    async def main():
+        async with AIOProducer(bootstrap_servers=broker.bootstrap, interceptor_classes=[SeesContext()]) as p:
+            var.set("task-value")
+            fut = await p.send("aio-ic", b"v")
+            md = await fut
+            res = await p.send_many("aio-ic", [b"a", b"b"])
+            await res
+            return md
+    md = asyncio.run(main())
+    assert md.offset == 0 and seen == ["task-value"]
