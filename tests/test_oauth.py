@@ -902,13 +902,6 @@ def test_sends_fail_with_the_provider_error_once_the_token_expires(make_gateway)
     # token's last milliseconds, which no client can renew in time.)
 
 
-@pytest.mark.xfail(reason="Sender: after an authentication failure the metadata falls back to "
-                          "the bootstrap servers and the queued batches have no leader, so "
-                          "_on_auth_failure (which fails the batches led by the failing node) "
-                          "leaves them to delivery.timeout.ms; Java aborts every incomplete "
-                          "batch on an AuthenticationException (Sender.maybeAbortBatches). The "
-                          "same cause makes test_sasl.py::test_records_waiting_for_a_broker_fail_"
-                          "when_its_authentication_fails flaky at HEAD.", strict=False)
 def test_queued_records_fail_with_the_provider_error_once_the_token_expires(make_gateway):
     gw, p = _break_provider_after_first_token(make_gateway)
     try:
