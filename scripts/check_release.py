@@ -37,8 +37,15 @@ status 1 if any row failed. Nothing is installed on the machine:
   checks that kproducer and its compiled modules were loaded from the unpacked wheel, that
   the process is the wheel's architecture, and that every shared object it mapped came from
   the sysroot or the wheel folder (none from the host).
-- Wheels no interpreter here fits (musllinux; CPython versions Debian does not ship: 3.10,
-  3.12) are reported as "checked, not run" with the reason.
+- CPython 3.10 and 3.12, which no Debian suite ships, are the machine's own where pyenv has
+  them (``$PYENV_ROOT``, ``pyenv root`` or ``~/.pyenv``: ``versions/3.10.*/bin/python3.10``,
+  the newest patch release), for x86_64 wheels on an x86_64 host: run natively with their own
+  prefix (no ``PYTHONHOME``), the same runs and checks, except that the shared objects mapped
+  may also be the system's libraries that interpreter itself links (``ldd`` of its program and
+  its ``lib-dynload`` modules: libc, libssl, ...) and those PEP 599 lets a manylinux wheel take
+  from the system (libgcc_s, libpthread, ...). One not here is not probed.
+- Wheels no interpreter here fits (musllinux; aarch64 3.10 and 3.12; 3.10 and 3.12 without
+  pyenv's) are reported as "checked, not run" with the reason.
 - An interpreter that no wheel of the folder fits (arm64 before there are aarch64 wheels) is
   probed instead (unless ``--no-probe``): it starts, loads its stdlib's compiled modules (ssl,
   zlib, lzma, ctypes) and kproducer's requirements from their wheels for its platform, and
@@ -54,7 +61,9 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import functools
 import hashlib
+import importlib.util
 import inspect
 import json
 import os
@@ -98,11 +107,12 @@ class Interpreter:
     suite: str
     arch: str            # Debian's name: amd64, arm64
     version: str         # "3.11"
-    glibc: tuple         # the suite's glibc, for manylinux tags
+    glibc: tuple         # the suite's glibc (a local one: the host's), for manylinux tags
+    kind: str = "debian"     # or "local": the machine's own CPython under pyenv
 
     @property
     def key(self) -> str:
-        return f"{self.suite}-{self.arch}"
+        return f"{self.suite}-{self.arch}" if self.kind == "debian" else f"{self.suite}-{self.version}-{self.arch}"
 
     @property
     def machine(self) -> str:
@@ -126,16 +136,77 @@ class Interpreter:
 
     def label(self) -> str:
         how = "qemu-aarch64-static" if self.emulated else "native"
-        return f"CPython {self.version} (Debian {self.suite}, {self.arch}, {how})"
+        where = "pyenv" if self.kind == "local" else f"Debian {self.suite}"
+        return f"CPython {self.version} ({where}, {self.arch}, {how})"
+
+    def available(self) -> bool:
+        """Debian's are fetched when needed; a local one is there or not."""
+        return self.kind == "debian" or (not self.emulated and local_python(self.version) is not None)
+
+
+def _host_glibc() -> tuple:
+    try:
+        return tuple(int(x) for x in os.confstr("CS_GNU_LIBC_VERSION").split()[1].split(".")[:2])
+    except (ValueError, OSError, AttributeError, IndexError):      # not glibc
+        return (0, 0)
+
+
+@functools.lru_cache(maxsize=None)
+def local_python(version: str) -> Path | None:
+    """The newest CPython VERSION.N under pyenv here ($PYENV_ROOT, ``pyenv root``, ~/.pyenv):
+    its ``bin/pythonVERSION``, or None."""
+    roots = [os.environ.get("PYENV_ROOT")]
+    if shutil.which("pyenv"):
+        roots.append(run(["pyenv", "root"], check=False, timeout=60).stdout.strip())
+    roots.append(str(Path.home() / ".pyenv"))
+    found = []
+    for root in dict.fromkeys(filter(None, roots)):
+        for prefix in Path(root).glob(f"versions/{version}.*"):
+            python = prefix / "bin" / f"python{version}"
+            if re.fullmatch(re.escape(version) + r"\.\d+", prefix.name) and os.access(python, os.X_OK):
+                found.append((int(prefix.name.rsplit(".", 1)[1]), str(python)))
+    return Path(max(found)[1]) if found else None
+
+
+@functools.lru_cache(maxsize=None)
+def manylinux_libs() -> frozenset:
+    """PEP 599's libraries that a manylinux wheel may take from the system (libgcc_s,
+    libpthread, ...): scripts/check_wheel.py's list."""
+    spec = importlib.util.spec_from_file_location("check_wheel", ROOT / "scripts/check_wheel.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module          # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return frozenset(module.MANYLINUX_LIBS)
+
+
+@functools.lru_cache(maxsize=None)
+def system_libraries(python: Path) -> frozenset:
+    """The system's shared objects that a local interpreter may map, resolved: what its
+    program and its lib-dynload modules link (``ldd``: libc, libssl, ...), and the libraries
+    a manylinux wheel may take from the system, from the folder of that libc."""
+    prefix = python.resolve().parent.parent
+    objects = [python, *sorted(prefix.glob("lib/python*/lib-dynload/*.so"))]
+    out = run(["ldd", *objects], check=False, timeout=120).stdout
+    found = set()
+    for m in re.finditer(r"(?:=>\s*)?(/\S+) \(0x", out):
+        path = os.path.realpath(m.group(1))
+        if not path.startswith(str(prefix) + os.sep):
+            found.add(path)
+    for folder in {os.path.dirname(p) for p in found if os.path.basename(p) == "libc.so.6"}:
+        found |= {os.path.realpath(os.path.join(folder, name)) for name in manylinux_libs()
+                  if os.path.exists(os.path.join(folder, name))}
+    return frozenset(found)
 
 
 # Debian ships one CPython per release: 3.11 in bookworm (glibc 2.36), 3.13 in trixie (glibc
 # 2.41), 3.14 in forky, the testing suite (glibc 2.43 today). 3.10 and 3.12 are in no Debian
-# suite: their wheels are checked, not run (issue 40).
+# suite: they run under the machine's own CPython from pyenv if it is there, natively (x86_64
+# only), else their wheels are checked, not run (issue 40).
 INTERPRETERS = [Interpreter(suite, arch, version, glibc)
                 for suite, version, glibc in (("bookworm", "3.11", (2, 36)), ("trixie", "3.13", (2, 41)),
                                               ("forky", "3.14", (2, 43)))
                 for arch in ("amd64", "arm64")]
+INTERPRETERS += [Interpreter("pyenv", "amd64", version, _host_glibc(), kind="local") for version in ("3.10", "3.12")]
 
 
 class Apt:
@@ -313,7 +384,12 @@ class Sysroots:
         return self._unpacked("qemu", make, keep=("usr/bin/qemu-aarch64-static",)) / "usr/bin/qemu-aarch64-static"
 
     def command(self, interp: Interpreter) -> tuple[list[str], Path]:
-        """(the command prefix that runs the interpreter, its sysroot)."""
+        """(the command prefix that runs the interpreter, its sysroot; a local one's prefix)."""
+        if interp.kind == "local":
+            python = local_python(interp.version)
+            if python is None or interp.emulated:
+                raise RuntimeError(f"no CPython {interp.version} here")
+            return [str(python)], python.resolve().parent.parent
         root = self.interpreter(interp)
         python = root / f"usr/bin/python{interp.version}"
         if interp.emulated:
@@ -387,8 +463,15 @@ def why_not_run(wheel: Wheel) -> str:
     machines = {m for p in plats for m in ("x86_64", "aarch64") if p.endswith(m)}
     if machines and not machines & {i.machine for i in INTERPRETERS}:
         return f"no interpreter for {', '.join(sorted(machines))} here"
-    shipped = ", ".join(f"{i.version} ({i.suite})" for i in INTERPRETERS if i.arch == "amd64")
-    return f"no CPython for {'/'.join(pys)} here: Debian's packages hold CPython {shipped} only"
+    shipped = ", ".join(f"{i.version} ({i.suite})" for i in INTERPRETERS if i.kind == "debian" and i.arch == "amd64")
+    debian = f"Debian's packages hold CPython {shipped} only"
+    local = [i for i in INTERPRETERS if i.kind == "local"]
+    absent = [i.version for i in local if fits(wheel, i) and not i.available()]
+    if absent:
+        return f"no CPython {'/'.join(absent)} here: none under pyenv, and {debian}"
+    other = [i for i in local if i.available() and any(_python_fits(py, abi, i) for py, abi, _ in wheel.tags)]
+    return f"no CPython for {'/'.join(pys)} here: {debian}" + \
+        "".join(f"; pyenv's CPython {i.version} here is {i.machine} only" for i in other)
 
 
 def requirements(wheel: Path) -> list[str]:
@@ -612,7 +695,9 @@ class Check:
                 zf.extractall(site)
         (work / "script.py").write_text(script)
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(work),
-               "PYTHONHOME": str(sysroot / "usr"), "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1"}
+               "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1"}
+        if interp.kind == "debian":
+            env["PYTHONHOME"] = str(sysroot / "usr")
         proc = subprocess.run([*prefix, "-s", str(work / "script.py"), json.dumps(cfg)], cwd=work, env=env,
                               capture_output=True, text=True, timeout=900)
         (work / "stdout").write_text(proc.stdout)
@@ -626,10 +711,16 @@ class Check:
         assert out["python"].startswith(interp.version + "."), f"Python {out['python']}"
         # The loader falls back to the host's /lib for a library missing from both folders:
         # that must not happen. (Data files such as the host's locale archive do not count.)
+        # A local interpreter runs with the system's libraries it links itself (libc, libssl)
+        # and those a manylinux wheel may take from the system (libgcc_s, libpthread).
         allowed = (str(sysroot.resolve()) + os.sep, str(site.resolve()) + os.sep)
+        system = system_libraries(Path(prefix[0])) if interp.kind == "local" else frozenset()
         objects = [m for m in out["maps"] if re.search(r"\.so(\.|$)", m) or "/bin/" in m]
-        foreign = [m for m in objects if not os.path.realpath(m).startswith(allowed)]
-        assert not foreign, f"loaded from outside the sysroot and the wheel: {foreign[:5]}"
+        foreign = [m for m in objects if not os.path.realpath(m).startswith(allowed)
+                   and os.path.realpath(m) not in system]
+        where = "the interpreter's prefix, the system libraries it and manylinux may use" if system \
+            else "the sysroot"
+        assert not foreign, f"loaded from outside {where} and the wheel: {foreign[:5]}"
         for module, path in out["modules"].items():
             if module in cfg.get("from_site", ()):
                 assert path and os.path.realpath(path).startswith(allowed[1]), \
@@ -783,7 +874,7 @@ def main(argv: list[str]) -> int:
     try:
         for wheel in wheels:
             checked, verdict = check_wheel(wheel.path)
-            targets = [i for i in INTERPRETERS if fits(wheel, i)]
+            targets = [i for i in INTERPRETERS if fits(wheel, i) and i.available()]
             if not targets:
                 rows.append(Row(wheel.name, "—", checked, f"checked, not run: {verdict}; {why_not_run(wheel)}"))
             for interp in targets:
@@ -799,7 +890,7 @@ def main(argv: list[str]) -> int:
                 rows.append(row)
         if not args.no_probe:
             for interp in selected:
-                if interp not in used:
+                if interp not in used and interp.available():
                     prepare(interp)
                     rows.append(check.run_probe(interp))
     finally:
@@ -807,8 +898,10 @@ def main(argv: list[str]) -> int:
 
     md = table(rows)
     total = time.monotonic() - started
+    local = {i.key: local_python(i.version) for i in INTERPRETERS if i.kind == "local"}
     notes = [f"- {key}: interpreter ready in {secs:.1f} s ("
-             + ("apt-get download + dpkg -x" if key in check.sysroots.made else "from the cache") + ")"
+             + (f"pyenv's {local[key]}" if key in local else
+                "apt-get download + dpkg -x" if key in check.sysroots.made else "from the cache") + ")"
              for key, secs in ready.items()]
     report = (f"# Release check\n\n`scripts/check_release.sh` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
               f", host {platform.machine()} {platform.platform(terse=True)}: {len(wheels)} wheel(s), "

@@ -7,7 +7,7 @@
 # fits its tags -- Debian's CPython 3.11 (bookworm), 3.13 (trixie) and 3.14 (forky), amd64
 # natively and arm64 under qemu-aarch64-static -- it imports the wheel, sends over TLS with
 # send() and send_many() to a Tansu broker on this machine and reads the records back; wheels
-# with no interpreter here (musllinux, other CPython versions) are checked by
+# with no interpreter here (musllinux; CPython versions neither Debian nor pyenv has here) are checked by
 # scripts/check_wheel.py and reported as not run, with the reason. Prints the table and writes
 # it as Markdown to WHEELHOUSE/release-check.md. The interpreters, qemu and the requirement
 # wheels are fetched with apt-get download / pip download into .release-check/ (git-ignored)
