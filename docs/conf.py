@@ -107,16 +107,9 @@ def _stub_signature(app, what, name, obj, options, signature, return_annotation)
         runtime = inspect.signature(obj)
     except (TypeError, ValueError):
         runtime = None
-    parts = []
-    args = stub.args
-    positional = args.posonlyargs + args.args
-    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
-    for arg, default in zip(positional, defaults):
-        if arg.arg == "self":
-            continue
-        text = arg.arg
-        if arg.annotation is not None:
-            text += f": {ast.unparse(arg.annotation)}"
+    def param(arg, default) -> str:
+        # The stub's annotation; the default from the runtime signature (stubs write "...").
+        text = arg.arg + (f": {ast.unparse(arg.annotation)}" if arg.annotation is not None else "")
         if default is not None:
             value = "..."
             if runtime is not None and arg.arg in runtime.parameters:
@@ -124,19 +117,15 @@ def _stub_signature(app, what, name, obj, options, signature, return_annotation)
                 if d is not inspect.Parameter.empty:
                     value = repr(d)
             text += f" = {value}"
-        parts.append(text)
+        return text
+
+    args = stub.args
+    positional = args.posonlyargs + args.args
+    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    parts = [param(arg, default) for arg, default in zip(positional, defaults) if arg.arg != "self"]
     if args.kwonlyargs:
         parts.append("*")
-        for arg, default in zip(args.kwonlyargs, args.kw_defaults):
-            text = arg.arg + (f": {ast.unparse(arg.annotation)}" if arg.annotation is not None else "")
-            if default is not None:
-                value = "..."
-                if runtime is not None and arg.arg in runtime.parameters:
-                    d = runtime.parameters[arg.arg].default
-                    if d is not inspect.Parameter.empty:
-                        value = repr(d)
-                text += f" = {value}"
-            parts.append(text)
+        parts += [param(arg, default) for arg, default in zip(args.kwonlyargs, args.kw_defaults)]
     returns = ast.unparse(stub.returns) if stub.returns is not None else None
     return f"({', '.join(parts)})", returns
 

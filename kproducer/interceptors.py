@@ -208,6 +208,33 @@ def _method(obj, name: str, base_default) -> Optional[Callable]:
     return fn
 
 
+def _run_chain(chain, value, hook: str):
+    """``value`` through each interceptor's ``hook`` of ``chain`` ((hook, stateful,
+    on_acknowledgement) in order; a stateful hook returns (value, its acknowledgement)),
+    each given what the one before returned; a hook that raises or returns another type is
+    logged and skipped (its on_acknowledgement still runs), as Java's ProducerInterceptors does. Returns (value, the
+    acknowledgement hooks to run)."""
+    kind = type(value)
+    acks = []
+    for fn, stateful, on_ack in chain:
+        if fn is not None:
+            try:
+                returned = fn(value)
+                if stateful:
+                    returned, on_ack = returned
+                if type(returned) is not kind:
+                    raise TypeError(f"{fn!r} returned {type(returned).__name__}, not a {kind.__name__}")
+                value = returned
+            except Exception:
+                log.warning("Error executing interceptor %s callback for topic %r", hook, value.topic,
+                            exc_info=True)
+                if stateful:
+                    continue        # its acknowledgement hook came with what it failed to return
+        if on_ack is not None:
+            acks.append(on_ack)
+    return value, acks
+
+
 class ProducerInterceptors:
     """The interceptors of one producer, in order (Java's ``ProducerInterceptors``): runs
     their hooks around a send, logging and swallowing what they raise."""
@@ -250,33 +277,8 @@ class ProducerInterceptors:
         if on_delivery is not None and not callable(on_delivery):
             raise TypeError(f"on_delivery must be callable(err, metadata) or None, "
                             f"not {type(on_delivery).__name__}")
-        record = ProducerRecord(topic, value, key, partition, timestamp_ms, headers)
-        acks = []
-        for on_send, stateful, on_ack in self._send:
-            if stateful:
-                try:
-                    returned, ack = on_send(record)
-                    if type(returned) is not ProducerRecord:
-                        raise TypeError(f"returned {type(returned).__name__}, not a ProducerRecord")
-                    record = returned
-                except Exception:
-                    log.warning("Error executing interceptor on_send callback for topic %r, "
-                                "partition %r", topic, partition, exc_info=True)
-                    continue
-                if ack is not None:
-                    acks.append(ack)
-                continue
-            if on_send is not None:
-                try:
-                    returned = on_send(record)
-                    if type(returned) is not ProducerRecord:
-                        raise TypeError(f"{on_send!r} returned {type(returned).__name__}, not a ProducerRecord")
-                    record = returned
-                except Exception:
-                    log.warning("Error executing interceptor on_send callback for topic %r, "
-                                "partition %r", topic, partition, exc_info=True)
-            if on_ack is not None:
-                acks.append(on_ack)
+        record, acks = _run_chain(self._send, ProducerRecord(topic, value, key, partition, timestamp_ms,
+                                                           headers), "on_send")
         if not acks:
             return queue(*record, on_delivery)
         delivery = _Acknowledgement(acks, on_delivery, record.topic, record.partition)
@@ -295,32 +297,7 @@ class ProducerInterceptors:
     def send_many(self, queue: Callable, columns: SendManyColumns, on_delivery, futures: bool):
         """on_send_many in order, then ``queue(*columns, on_delivery, futures)``; once the
         call's records are all settled (or it raised), on_acknowledgement_many."""
-        acks = []
-        for on_many, stateful, on_ack in self._many:
-            if stateful:
-                try:
-                    returned, ack = on_many(columns)
-                    if type(returned) is not SendManyColumns:
-                        raise TypeError(f"returned {type(returned).__name__}, not SendManyColumns")
-                    columns = returned
-                except Exception:
-                    log.warning("Error executing interceptor on_send_many callback for topic %r",
-                                columns.topic, exc_info=True)
-                    continue
-                if ack is not None:
-                    acks.append(ack)
-                continue
-            if on_many is not None:
-                try:
-                    returned = on_many(columns)
-                    if type(returned) is not SendManyColumns:
-                        raise TypeError(f"{on_many!r} returned {type(returned).__name__}, not SendManyColumns")
-                    columns = returned
-                except Exception:
-                    log.warning("Error executing interceptor on_send_many callback for topic %r",
-                                columns.topic, exc_info=True)
-            if on_ack is not None:
-                acks.append(on_ack)
+        columns, acks = _run_chain(self._many, columns, "on_send_many")
         try:
             result = queue(*columns, on_delivery, futures)
         except BaseException as exc:

@@ -545,9 +545,9 @@ def https_context(cafile: Optional[str] = None, check_hostname: bool = True) -> 
     return ctx
 
 
-class _TimedHTTPSConnection(http.client.HTTPSConnection):
-    """An HTTPS connection with Java's two timeouts: ``sasl.login.connect.timeout.ms`` for
-    the TCP and TLS handshake, ``sasl.login.read.timeout.ms`` for each read after it."""
+class _ReadTimeout:
+    """Java's two timeouts on an http.client connection: ``sasl.login.connect.timeout.ms``
+    for the TCP (and TLS) handshake, ``sasl.login.read.timeout.ms`` for each read after it."""
 
     def __init__(self, *args, connect_timeout: float, read_timeout: float, **kw):
         kw["timeout"] = connect_timeout
@@ -559,16 +559,14 @@ class _TimedHTTPSConnection(http.client.HTTPSConnection):
         self.sock.settimeout(self._read_timeout)
 
 
-class _TimedHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, *args, connect_timeout: float, read_timeout: float, **kw):
+class _TimedHTTPSConnection(_ReadTimeout, http.client.HTTPSConnection):
+    pass
+
+
+class _TimedHTTPConnection(_ReadTimeout, http.client.HTTPConnection):
+    def __init__(self, *args, **kw):
         kw.pop("context", None)
-        kw["timeout"] = connect_timeout
         super().__init__(*args, **kw)
-        self._read_timeout = read_timeout
-
-    def connect(self) -> None:
-        super().connect()
-        self.sock.settimeout(self._read_timeout)
 
 
 class _TimedHandler(urllib.request.HTTPSHandler, urllib.request.HTTPHandler):

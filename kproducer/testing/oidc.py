@@ -36,6 +36,8 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping, Optional
 
+from ._counters import Counters
+
 __all__ = ["OidcServer", "TokenIssuer", "b64url", "sign_hs256"]
 
 
@@ -160,7 +162,7 @@ class _Server(ThreadingHTTPServer):
     owner: "OidcServer"
 
 
-class OidcServer:
+class OidcServer(Counters):
     """An OAuth 2 token endpoint over HTTPS on 127.0.0.1 (see the module docstring).
 
     ``pki``: a :class:`~kproducer.testing.tls.TestPki` (its server certificate names
@@ -229,25 +231,6 @@ class OidcServer:
         with self._lock:
             self._faults.extend([[status, dict(body or {"error": "temporarily_unavailable",
                                                         "error_description": "try again"})]] * count)
-
-    def stats(self) -> dict:
-        with self._lock:
-            return dict(self._stats)
-
-    def wait_for(self, predicate, timeout: float = 10.0) -> dict:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not predicate(dict(self._stats)):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"OidcServer: condition not met within {timeout}s: {self._stats}")
-                self._cond.wait(left)
-            return dict(self._stats)
-
-    def _count(self, key: str) -> None:
-        with self._cond:
-            self._stats[key] += 1
-            self._cond.notify_all()
 
     # -- the grant -------------------------------------------------------------------------
     def _post(self, h: _Handler) -> None:

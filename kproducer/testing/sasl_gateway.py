@@ -88,6 +88,7 @@ from ..protocol import messages as m
 from ..protocol import versions as v
 from ..protocol.primitives import Reader, Writer
 from .proxy import _close_reset, _resolve_loopback
+from ._counters import Counters
 
 __all__ = ["SaslGateway"]
 
@@ -343,7 +344,7 @@ class _Conn:
             return True
 
 
-class SaslGateway:
+class SaslGateway(Counters):
     """See the module docstring. ``users`` maps user names to passwords (SCRAM verifiers
     are derived with ``iterations``); ``mechanisms`` are the enabled ones; ``oauth`` checks
     OAUTHBEARER tokens (``verify(token) -> claims``, ValueError for a bad one);
@@ -460,26 +461,6 @@ class SaslGateway:
             except OSError:
                 pass
         return len(socks)
-
-    def stats(self) -> dict:
-        with self._lock:
-            return dict(self._stats)
-
-    def wait_for(self, predicate, timeout: float = 10.0) -> dict:
-        """Waits until ``predicate(stats)`` is true; returns the stats, or raises TimeoutError."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not predicate(dict(self._stats)):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"SaslGateway: condition not met within {timeout}s: {self._stats}")
-                self._cond.wait(left)
-            return dict(self._stats)
-
-    def _count(self, key: str, n: int = 1) -> None:
-        with self._cond:
-            self._stats[key] += n
-            self._cond.notify_all()
 
     def _spawn(self, target, name, *args) -> None:
         t = threading.Thread(target=self._guard, args=(target, *args), name=name, daemon=True)
