@@ -8,7 +8,7 @@ The courier and the steps compress batches in C (csrc/kp_compress.h), with every
 every build:
 - lz4, zstd and snappy are vendored in csrc/vendor/ (csrc/vendor/README.md: which versions,
   from which Debian source packages, and scripts/update_vendored.sh, which updates them) and
-  compiled into kproducer._accumulator with flags of their own (VENDOR_COMPILE_ARGS: -Wall,
+  compiled into kproducer._core with flags of their own (VENDOR_COMPILE_ARGS: -Wall,
   not our -Wextra set, as they are not our code to fix) and this build's optimisation and
   sanitizers. kp_compress.c includes
   their headers by a path relative to itself ("vendor/lz4/lz4frame.h"), which a C compiler
@@ -212,7 +212,7 @@ extensions = [
     extension("kproducer._codec", "kproducer/_codec.pyx", "csrc/kp_produce.c", *CSRC),
     # The C codecs (kp_compress.c): every one, zlib from the system and the vendored ones
     # compiled in by BuildExt (their objects are extra_objects, their files depends).
-    extension("kproducer._accumulator", "kproducer/_accumulator.pyx", "csrc/kp_turn.c", "csrc/kp_courier.c",
+    extension("kproducer._core", "kproducer/_core.pyx", "csrc/kp_turn.c", "csrc/kp_courier.c",
               "csrc/kp_compress.c", "csrc/kp_produce.c", *CSRC, libraries=("z",),
               extra_macros=tuple((macro, "1") for macro, _ in C_CODECS.values()), depends=_vendored_files()),
     # TLS is OpenSSL 3 (Debian: libssl-dev to build, libssl3 to run).

@@ -1,5 +1,5 @@
 /* kp_compress.h - the compression codecs in C, for the courier (kp_courier.h) and for a step
- * closing a batch (kproducer/_accumulator_parts/compress.pxi): neither holds the GIL while it
+ * closing a batch (kproducer/_core_parts/compress.pxi): neither holds the GIL while it
  * compresses, so neither can call the Python codecs (cramjam).
  *
  * gzip is the system's zlib; lz4, zstd and snappy (librdkafka's C port) are vendored in

@@ -233,7 +233,7 @@ const uint8_t *kp_selector_kept(const kp_selector *s, int32_t id, size_t index, 
 void kp_selector_drop_kept(kp_selector *s, int32_t id, size_t index);
 
 /* The selector's functions that another extension module calls through a pointer (the
- * courier lives in kproducer._accumulator, the selector in kproducer._net). */
+ * courier lives in kproducer._core, the selector in kproducer._net). */
 typedef struct kp_selector_fns {
     kp_status (*send)(kp_selector *s, int32_t id, const uint8_t *data, size_t len);
     int (*flush)(kp_selector *s, int32_t id);

@@ -15,7 +15,7 @@ if isinstance(__spec__.loader, _zipimport.zipimporter):
     del _extract_package
 del _zipimport
 
-from kproducer._accumulator import RecordFuture, RecordMetadata  # noqa: E402
+from kproducer._core import RecordFuture, RecordMetadata  # noqa: E402
 from kproducer.errors import KafkaError, KafkaTimeoutError  # noqa: E402
 from kproducer.producer import Producer  # noqa: E402
 from kproducer.transactions import PreparedTransaction  # noqa: E402

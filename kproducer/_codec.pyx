@@ -60,7 +60,7 @@ BATCH_HEADER_SIZE = KP_BATCH_HEADER_SIZE
 
 
 # ---- the one place where C status codes become Python exceptions ---------
-# kproducer._net and kproducer._accumulator cimport these (kproducer/_codec.pxd).
+# kproducer._net and kproducer._core cimport these (kproducer/_codec.pxd).
 
 cdef str errno_text(int e):
     """``"Connection refused (ECONNREFUSED)"``."""
@@ -82,8 +82,10 @@ cdef object kp_exception(kp_status st, const kp_error *err, str what, type exc=N
     if st == KP_ERR_NOMEM:
         return MemoryError(f"{prefix}: out of memory")
     if st == KP_ERR_OVERFLOW:
-        return OverflowError(f"{prefix}: "
-                             f"{detail or 'a length, count or timestamp delta does not fit its wire field'}")
+        # A caller that names its class (a ProtocolError for a request too large to frame)
+        # gets it; else the builtin, as for any arithmetic that does not fit.
+        return (exc or OverflowError)(
+            f"{prefix}: {detail or 'a length, count or timestamp delta does not fit its wire field'}")
     if st == KP_ERR_CODEC:
         # The C codecs (csrc/kp_compress.h): err.value is the library's own code.
         code = err.value if err != NULL else 0

@@ -1,4 +1,4 @@
-# Included by kproducer/_codec.pyx and kproducer/_accumulator.pyx: what both compiled record
+# Included by kproducer/_codec.pyx and kproducer/_core.pyx: what both compiled record
 # modules need per record. Compiled into each (inline, no cross-module call on the hot path);
 # the declarations and the code live here once.
 

@@ -17,7 +17,7 @@ same compiled producer as :class:`kproducer.Producer`, whose futures (``send()``
 RecordFuture and ``send_many()``'s SendManyResult) are awaitable from any running loop.
 
 - ``send`` queues the record without blocking: the compiled path first
-  (``_accumulator.aio_send``). A record it can queue at once is queued by the call itself,
+  (``_core.aio_send``). A record it can queue at once is queued by the call itself,
   and what the call returns (a coroutine in form: ``create_task`` takes it) answers the
   record's future without suspending and without a coroutine frame. A record that must
   wait for the topic's metadata or for room in ``buffer.memory`` waits on the loop itself
@@ -58,10 +58,10 @@ import threading
 import time
 import weakref
 
-from kproducer import _accumulator
-from kproducer._accumulator import NEED_MEMORY, NEED_METADATA, UNTRIED, LoopSlice, bind_slice
-from kproducer._accumulator import bound_loop as _bound_loop
-from kproducer._accumulator import wall_clock_ms
+from kproducer import _core
+from kproducer._core import NEED_MEMORY, NEED_METADATA, UNTRIED, LoopSlice, bind_slice
+from kproducer._core import bound_loop as _bound_loop
+from kproducer._core import wall_clock_ms
 from kproducer.errors import KafkaError, KafkaTimeoutError
 from kproducer.producer import Producer, _check_topic
 
@@ -360,7 +360,7 @@ def turn_waiter():
     awaiting a settled future): None while the running loop's current slice lasts (a slice
     begins with the first such await after one ended), else a future to await first, done
     at a later turn of the loop (first come, first woken); None outside a running loop.
-    The compiled check (``_accumulator.turn_waiter``) answers the common case, a slice
+    The compiled check (``_core.turn_waiter``) answers the common case, a slice
     under way, by itself, and calls this for the rest."""
     lq = _local.lq
     if lq is None or not lq.loop.is_running():
@@ -402,7 +402,7 @@ class AIOProducer:
         self._turn: _LoopTurn | None = None
         # What the compiled send reads (its SendPath and the turn's loop); None: not
         # started or stopped, and every send goes through _send.
-        self._send_state: _accumulator.AIOSendState | None = None
+        self._send_state: _core.AIOSendState | None = None
 
     @property
     def producer(self) -> Producer:
@@ -421,7 +421,7 @@ class AIOProducer:
         """The Sender's steps run on ``loop`` (a new _LoopTurn), and the compiled send reads
         the turn's loop with the producer's SendPath from ``_send_state``: set together."""
         self._turn = _LoopTurn(self._producer, loop)
-        self._send_state = _accumulator.AIOSendState(self._producer._send_path, loop)
+        self._send_state = _core.AIOSendState(self._producer._send_path, loop)
 
     async def stop(self, timeout=None) -> None:
         """Sends what is queued (up to ``timeout`` seconds), then closes; in an executor, so
@@ -442,7 +442,7 @@ class AIOProducer:
 
     # Queues one record, returns an awaitable of its future: compiled (aio_send.pxi), so a
     # record queued at once costs no coroutine frame; the rest goes through _send.
-    send = _accumulator.aio_send
+    send = _core.aio_send
 
     async def _send(self, waiter, why, topic, value, key, partition, timestamp_ms, headers,
                     on_delivery):
@@ -502,4 +502,4 @@ class AIOProducer:
         return self.producer.metrics()
 
 
-_accumulator._bind_aio(sys.modules[__name__], asyncio.tasks._current_tasks)
+_core._bind_aio(sys.modules[__name__], asyncio.tasks._current_tasks)

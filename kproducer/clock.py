@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from kproducer._accumulator import SenderTurn, wall_clock_ms
+from kproducer._core import SenderTurn, wall_clock_ms
 
 __all__ = ["MockTime", "SystemTime", "SYSTEM_TIME"]
 

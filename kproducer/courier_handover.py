@@ -1,6 +1,6 @@
 """The Sender's hand-over to the courier, and back.
 
-The courier (csrc/kp_courier.h, owned by the accumulator: kproducer/_accumulator_parts/
+The courier (csrc/kp_courier.h, owned by the accumulator: kproducer/_core_parts/
 courier.pxi) is a plain C thread that runs the steady state between two Sender steps, so
 that nothing waits for a thread to get the GIL from an application computing in Python. It
 seals each queued batch when it is sendable (its linger.ms over, or full), finishes it with
@@ -21,7 +21,7 @@ connection have. When the Sender arms it, and for which partitions, is the Sende
 
 from __future__ import annotations
 
-from kproducer._accumulator import courier_codecs
+from kproducer._core import courier_codecs
 from kproducer.protocol import versions as v
 from kproducer.protocol.produce import decode_produce_response
 

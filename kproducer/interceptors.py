@@ -55,7 +55,7 @@ import re
 from collections import namedtuple
 from typing import Any, Callable, Optional
 
-from kproducer._accumulator import RecordMetadata
+from kproducer._core import RecordMetadata
 from kproducer.errors import ConfigError
 
 __all__ = ["ProducerInterceptor", "ProducerRecord", "SendManyColumns"]

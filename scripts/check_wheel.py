@@ -12,7 +12,7 @@ or abi3 (``cpXY-abi3``). Fails (exit 1, one line per problem) when
 - the file name's platform tags are not all manylinux tags of glibc <= 2.17 or all musllinux
   tags of musl <= 1.2, of one architecture; or the WHEEL file's tags differ from the name's;
   or the Python and ABI tags are not ``cpXY-cpXY`` or ``cpXY-abi3``;
-- a compiled module of kproducer (``_codec``, ``_accumulator``, ``_net``) is missing, or its
+- a compiled module of kproducer (``_codec``, ``_core``, ``_net``) is missing, or its
   file name's suffix is not the one its tags load (``.cpython-XY-<arch>-linux-gnu.so``,
   ``...-linux-musl.so`` for musllinux, ``.abi3.so`` for abi3);
 - an ELF file of the wheel is not a 64-bit ELF of the tag's architecture (e_machine);
@@ -56,7 +56,7 @@ GLIBC_LOADERS = {"x86_64": "ld-linux-x86-64.so.2", "aarch64": "ld-linux-aarch64.
 MANYLINUX_LIBS = {"libgcc_s.so.1", "libstdc++.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libc.so.6",
                   "libnsl.so.1", "libutil.so.1", "libpthread.so.0", "libresolv.so.2", "libcrypt.so.1"}
 MAX_VERSIONS = {"GLIBC": MAX_GLIBC, "GLIBCXX": (3, 4, 19), "CXXABI": (1, 3, 7), "GCC": (4, 8, 0)}
-EXTENSIONS = ("kproducer/_codec", "kproducer/_accumulator", "kproducer/_net")
+EXTENSIONS = ("kproducer/_codec", "kproducer/_core", "kproducer/_net")
 # What is linked statically into the modules (OpenSSL, zlib, the vendored codecs, our C): an
 # unresolved import of one of these names would bind to any library of the process.
 STATIC_PREFIXES = ("SSL_", "SSL", "TLS_", "EVP_", "CRYPTO_", "OPENSSL_", "OSSL_", "BIO_", "X509", "ERR_", "PEM_",

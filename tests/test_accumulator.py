@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kproducer._accumulator import (NEED_MEMORY, NEED_METADATA, BufferPool, RecordAccumulator,
+from kproducer._core import (NEED_MEMORY, NEED_METADATA, BufferPool, RecordAccumulator,
                                     SenderTurn, wall_clock_ms)
 from kproducer.errors import KafkaTimeoutError
 
@@ -256,7 +256,7 @@ def test_growth_past_batch_size_charges_the_pool_exactly():
 
 # -- past batch.max.size while every window is full (issue 39) --------------------------------
 
-RESERVE = 1024      # _accumulator.pyx's REQUEST_RESERVE
+RESERVE = 1024      # _core.pyx's REQUEST_RESERVE
 
 
 def test_the_busy_bound_is_max_request_size_less_the_reserve_unless_javas_batches():
@@ -393,9 +393,9 @@ def test_record_metadata_is_a_namedtuple_built_in_c_without_leaks():
     import sys
 
     from kproducer import RecordMetadata
-    from kproducer import _accumulator
+    from kproducer import _core
 
-    assert _accumulator.RECORD_METADATA_IN_C is True
+    assert _core.RECORD_METADATA_IN_C is True
     topic = "".join(["metadata-", "topic"])      # a string of its own: its count is ours
     acc = RecordAccumulator(batch_size=1000, linger_ms=0)
     acc.set_partition_count(topic, 2)

@@ -18,7 +18,7 @@ import uvloop
 
 from bench.data import make_values
 from bench.verify import check_topic
-from kproducer import Producer, RecordMetadata, _accumulator
+from kproducer import Producer, RecordMetadata, _core
 from kproducer.aio import AIOProducer
 from kproducer.errors import KafkaError, KafkaTimeoutError
 from kproducer.testing.procfs import runqueue_clock
@@ -229,7 +229,7 @@ def test_send_is_awaitable_and_taken_as_a_coroutine(broker, kind):
         async with AIOProducer(bootstrap_servers=broker.bootstrap) as p:
             first = await p.send("shape", b"first", partition=0)       # waits for metadata
             pending = p.send("shape", b"queued", partition=0)
-            assert type(pending) is _accumulator.Ready                 # queued already
+            assert type(pending) is _core.Ready                 # queued already
             in_task = await asyncio.create_task(p.send("shape", b"in-task", partition=0))
             ensured = await asyncio.ensure_future(p.send("shape", b"ensured", partition=0))
             queued = await pending
@@ -237,7 +237,7 @@ def test_send_is_awaitable_and_taken_as_a_coroutine(broker, kind):
             assert [md.offset for md in mds] == [0, 1, 2, 3]
             with pytest.raises(TypeError):
                 await p.send(42, b"bad topic")
-            return _accumulator.READY_AM_SEND
+            return _core.READY_AM_SEND
 
     fast = run(kind, main())
     # CPython 3.10+: awaiting a Ready goes through its am_send slot (no StopIteration).

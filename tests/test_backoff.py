@@ -31,7 +31,7 @@ def test_degenerate_settings():
 
 def test_every_retry_wait_uses_it():
     from kproducer import network, sender
-    from kproducer._accumulator import RecordAccumulator, wall_clock_ms
+    from kproducer._core import RecordAccumulator, wall_clock_ms
     from kproducer.metadata import Metadata
     from kproducer.network import NetworkClient
 

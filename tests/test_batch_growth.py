@@ -14,7 +14,7 @@ from kproducer import Producer
 from kproducer.testing.mock_cluster import MockCluster
 from kproducer.testing.readback import read_back
 
-RESERVE = 1024      # _accumulator.pyx's REQUEST_RESERVE
+RESERVE = 1024      # _core.pyx's REQUEST_RESERVE
 
 
 @pytest.fixture

@@ -184,11 +184,11 @@ def _defined_in(lib: ctypes.CDLL, symbol: str) -> str:
 
 
 def test_the_extension_compresses_with_the_vendored_codecs():
-    """kproducer._accumulator has the codecs of csrc/vendor inside: lz4 and zstd report the
+    """kproducer._core has the codecs of csrc/vendor inside: lz4 and zstd report the
     versions csrc/vendor/VERSIONS names, and every codec's entry points (snappy's: librdkafka's
     C port under kproducer's Google-style interface) are code of the module's own file, not
     of a system liblz4, libzstd or libsnappy, installed here or not."""
-    import kproducer._accumulator as acc
+    import kproducer._core as acc
 
     path = os.path.realpath(acc.__file__)
     lib = ctypes.CDLL(path)         # the module already loaded: the same handle

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from kproducer import compression
-from kproducer._accumulator import RecordAccumulator, batch_from_records, c_compress, courier_codecs
+from kproducer._core import RecordAccumulator, batch_from_records, c_compress, courier_codecs
 from kproducer._reference import decode_batch
 from kproducer.testing.client import BlockingClient
 from kproducer.testing.readback import expect_records

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from kproducer import Producer
-from kproducer._accumulator import CourierRequest, RecordAccumulator, SenderTurn, courier_codecs
+from kproducer._core import CourierRequest, RecordAccumulator, SenderTurn, courier_codecs
 from kproducer._net import Selector
 from kproducer._reference import decode_batch
 from kproducer.errors import TransactionAbortedError

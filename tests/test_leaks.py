@@ -2,7 +2,7 @@
 
 - The C core (batch writer/reader, buffers, frame receiver), on success and error paths,
   under LeakSanitizer: csrc/tests/test_leaks.c.
-- The compiled glue around it (_codec, _accumulator): the codec's error paths and the
+- The compiled glue around it (_codec, _core): the codec's error paths and the
   producer's refused records leave RSS flat and release every buffer they borrowed.
 - Under the sanitizer build, LeakSanitizer over producer create/send/close cycles and the
   same codec cycles: tests/test_build.py (which builds it once) runs tests/_leak_cycles.py.

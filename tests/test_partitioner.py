@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kproducer._accumulator import RecordAccumulator, wall_clock_ms
+from kproducer._core import RecordAccumulator, wall_clock_ms
 from kproducer.codec import murmur2
 from kproducer.partitioner import BuiltInPartitioner, custom_partition
 

@@ -169,7 +169,7 @@ def test_encode_many_topics_and_values(version):
 
 def test_encode_producer_batch_buffer():
     """kproducer's ProducerBatch (buffer protocol, no __len__) is copied as its wire bytes."""
-    from kproducer._accumulator import batch_from_records
+    from kproducer._core import batch_from_records
     b = batch_from_records("t", 0, [(b"k", b"v", 1000, [])], 0, None)
     b.finish(-1, -1, -1)
     wire = b.wire_bytes()

@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from kproducer._accumulator import RecordAccumulator
+from kproducer._core import RecordAccumulator
 from kproducer.clock import SYSTEM_TIME, MockTime
 from kproducer.config import ProducerConfig
 from kproducer.errors import KafkaTimeoutError, NetworkError
@@ -609,7 +609,7 @@ def test_acks_0_completes_once_written(make_env):
 
 def _courier_request(batches, results):
     """What the courier hands over for a request whose acknowledgement it read (the
-    attributes of kproducer._accumulator.CourierRequest that the Sender reads)."""
+    attributes of kproducer._core.CourierRequest that the Sender reads)."""
     return types.SimpleNamespace(node_id=0, batches=batches, results=results)
 
 

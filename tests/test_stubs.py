@@ -1,4 +1,4 @@
-"""The .pyi stubs of the compiled modules (kproducer/_codec.pyi, _accumulator.pyi, _net.pyi)
+"""The .pyi stubs of the compiled modules (kproducer/_codec.pyi, _core.pyi, _net.pyi)
 match the modules: mypy's stubtest imports each and compares every public name, signature
 and property with its stub (allowlist: tests/stubtest_allowlist.txt). Editors and type
 checkers read the stubs; a compiled API change without a stub change fails here."""
@@ -12,7 +12,7 @@ from pathlib import Path
 from mypy import stubtest
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ["kproducer._codec", "kproducer._accumulator", "kproducer._net"]
+MODULES = ["kproducer._codec", "kproducer._core", "kproducer._net"]
 
 
 def test_stubs_match_the_compiled_modules(tmp_path):

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kproducer._accumulator import RecordAccumulator, SenderTurn
+from kproducer._core import RecordAccumulator, SenderTurn
 
 SLICE_NS = 100_000
 

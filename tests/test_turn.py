@@ -1,4 +1,4 @@
-"""The Sender's turn (csrc/kp_turn.c through kproducer._accumulator.SenderTurn): a C watcher
+"""The Sender's turn (csrc/kp_turn.c through kproducer._core.SenderTurn): a C watcher
 thread raises ``pending`` when the watched descriptor is readable or a deadline passes, and
 watches again only after a step says it is done. kproducer.turn.StepTurn decides which
 thread runs the step (its unit tests follow the watcher's)."""
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from kproducer._accumulator import SenderTurn
+from kproducer._core import SenderTurn
 from kproducer.turn import StepTurn
 
 now_ms = SenderTurn.now_ms

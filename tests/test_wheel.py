@@ -258,7 +258,7 @@ def test_sdist_holds_what_a_source_build_needs(release):
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
     needed = {"setup.py", "pyproject.toml", "MANIFEST.in", "README.md"}
     for pattern in ("csrc/*.c", "csrc/*.h", "kproducer/*.pyx", "kproducer/*.pxd", "kproducer/*.pxi",
-                    "kproducer/*.pyi", "kproducer/_accumulator_parts/*.pxi", "kproducer/_cdefs/*.pxd"):
+                    "kproducer/*.pyi", "kproducer/_core_parts/*.pxi", "kproducer/_cdefs/*.pxd"):
         found = {str(p.relative_to(ROOT)) for p in ROOT.glob(pattern)}
         assert found, pattern
         needed |= found
@@ -323,9 +323,9 @@ except ImportError:
     pass                        # this interpreter's own OpenSSL is gone...
 else:
     raise AssertionError("the system OpenSSL is still there")
-import kproducer, kproducer._net as net, kproducer._codec, kproducer._accumulator
+import kproducer, kproducer._net as net, kproducer._codec, kproducer._core
 prefix = os.path.realpath(sys.prefix) + os.sep
-for m in (kproducer, net, kproducer._codec, kproducer._accumulator):
+for m in (kproducer, net, kproducer._codec, kproducer._core):
     assert os.path.realpath(m.__file__).startswith(prefix), m.__file__
 net.TlsContext()                # ...and the system CA store loads through the OpenSSL inside _net
 maps = open("/proc/self/maps").read()
@@ -349,25 +349,25 @@ import os
 import sys
 
 import kproducer
-import kproducer._accumulator
+import kproducer._core
 import kproducer._codec
 import kproducer._net
 
 
 def test_kproducer_is_the_installed_wheel():
     prefix = os.path.realpath(sys.prefix) + os.sep
-    for module in (kproducer, kproducer._net, kproducer._codec, kproducer._accumulator):
+    for module in (kproducer, kproducer._net, kproducer._codec, kproducer._core):
         assert os.path.realpath(module.__file__).startswith(prefix), module.__file__
 
 
 def test_the_wheel_s_courier_compresses_with_the_codecs_inside_it():
     """scripts/build_wheel.sh links zlib, lz4, zstd and snappy (with zig's libc++)
-    statically into _accumulator."""
+    statically into _core."""
     from kproducer import compression
-    assert kproducer._accumulator.courier_codecs() == {"gzip", "lz4", "zstd", "snappy"}
+    assert kproducer._core.courier_codecs() == {"gzip", "lz4", "zstd", "snappy"}
     data = b"".join(b"%d:%x;" % (i % 64, i % 64 * 7919) for i in range(5000))
     for name in ("gzip", "lz4", "zstd", "snappy"):
-        packed = kproducer._accumulator.c_compress(name, data)
+        packed = kproducer._core.c_compress(name, data)
         assert len(packed) < len(data) // 4
         assert compression.decompress(compression.CODEC_IDS[name], packed) == data
 '''

@@ -136,11 +136,10 @@ def encode_produce_request(version, correlation_id, client_id, acks, timeout_ms,
         req.topics = ctopics
         req.n_topics = len(entries)
         st = kp_produce_request_size(&req, &size)
-        if st == KP_ERR_OVERFLOW:
-            raise ProtocolError(f"cannot encode ProduceRequest v{version}: the request is larger "
-                                f"than the int32 size field allows")
         if st != KP_OK:
-            raise_kp_error(st, NULL, f"ProduceRequest v{version}", ProtocolError)
+            raise_kp_error(st, NULL, f"cannot encode ProduceRequest v{version}", ProtocolError, 0,
+                           None, "a topic name over 32767 bytes or a request over the int32 size field"
+                           if st == KP_ERR_OVERFLOW else None)
         frame = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>size)
         # With the GIL: microseconds of copying, where a release could hand the GIL to a
         # waiting thread and leave this one (a step) to queue for it again.

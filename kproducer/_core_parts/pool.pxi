@@ -1,4 +1,4 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): BufferPool,
+# Part of the kproducer._core extension (included by _core.pyx): BufferPool,
 # buffer.memory as a bound on the bytes of unfinished batches (Java's BufferPool).
 
 cdef class BufferPool:

@@ -1,4 +1,4 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): the asyncio
+# Part of the kproducer._core extension (included by _core.pyx): the asyncio
 # front's send (kproducer.aio.AIOProducer.send) without a coroutine frame when the record is
 # queued at once, the common case; kproducer.aio keeps every wait and says why.
 

@@ -1,4 +1,4 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): checks and sizes of one record's arguments, shared by send() and send_many().
+# Part of the kproducer._core extension (included by _core.pyx): checks and sizes of one record's arguments, shared by send() and send_many().
 
 cdef inline bint _field_bytes(object obj, Py_buffer *view, const uint8_t **ptr, int64_t *length,
                               str what) except -1:

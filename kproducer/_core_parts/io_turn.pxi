@@ -1,4 +1,4 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): SenderTurn, the
+# Part of the kproducer._core extension (included by _core.pyx): SenderTurn, the
 # C watcher that raises ``pending`` when the Sender's step is wanted (csrc/kp_turn.h says why
 # and how). Which thread then runs the step is kproducer.turn's StepTurn.
 

@@ -1,4 +1,4 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): the C codecs
+# Part of the kproducer._core extension (included by _core.pyx): the C codecs
 # (csrc/kp_compress.h), the system's libraries linked when the build found them (setup.py).
 # The courier compresses with them without the GIL, and so does a step closing a batch: the
 # application's thread goes on meanwhile. A codec this build lacks is cramjam's

@@ -1,4 +1,4 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): the completion of a batch and of its records (Java's ProduceRequestResult, FutureRecordMetadata).
+# Part of the kproducer._core extension (included by _core.pyx): the completion of a batch and of its records (Java's ProduceRequestResult, FutureRecordMetadata).
 
 cdef extern from *:
     """

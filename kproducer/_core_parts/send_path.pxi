@@ -1,4 +1,4 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): SendPath, the
+# Part of the kproducer._core extension (included by _core.pyx): SendPath, the
 # send() and poll() fast paths, and fork detection.
 
 # Bumped in a forked child: producers compare it instead of calling os.getpid() (a system

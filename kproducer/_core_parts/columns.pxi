@@ -1,4 +1,4 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): the input columns of send_many (Python sequences, NumPy and Arrow arrays).
+# Part of the kproducer._core extension (included by _core.pyx): the input columns of send_many (Python sequences, NumPy and Arrow arrays).
 
 cdef enum ColumnKind:
     COL_NONE = 0       # every record null

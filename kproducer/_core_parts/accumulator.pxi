@@ -1,4 +1,4 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): RecordAccumulator,
+# Part of the kproducer._core extension (included by _core.pyx): RecordAccumulator,
 # the per-partition queues of batches being filled (Java's RecordAccumulator): append and
 # append_many, ready and drain for the Sender's step, and the courier's arm/take entry points
 # (the courier itself is courier.pxi). Built with the turn's watcher and its step functions

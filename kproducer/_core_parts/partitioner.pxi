@@ -1,4 +1,4 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): the sticky
+# Part of the kproducer._core extension (included by _core.pyx): the sticky
 # partitioner for unkeyed records (Java's BuiltInPartitioner, KIP-480 / KIP-794) and the
 # per-node latency figures its availability check reads (Java's NodeLatencyStats).
 #

@@ -1,4 +1,4 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): one record batch being filled (Java's ProducerBatch).
+# Part of the kproducer._core extension (included by _core.pyx): one record batch being filled (Java's ProducerBatch).
 
 cdef class ProducerBatch:
     """One record batch for one partition: filled by appends, then closed,

@@ -1,10 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The producer's compiled core: everything between ``send()`` and the socket that runs per
 record or without the GIL, in one extension module (asyncpg's layout: one concern per
-included file, no cross-module call cost between them), named for its first concern. What
-lives where:
+included file, no cross-module call cost between them). What lives where:
 
-- ``_accumulator_parts/accumulator.pxi``: :class:`RecordAccumulator`, per-partition queues of
+- ``_core_parts/accumulator.pxi``: :class:`RecordAccumulator`, per-partition queues of
   batches being filled (Java's RecordAccumulator): ``append`` (one record), ``append_many``
   (a column), ``ready``/``drain`` for the Sender's step, the courier's arm/take entry points;
 - ``batch.pxi``: :class:`ProducerBatch` over the C batch writer (csrc/kp_batch.h);
@@ -108,16 +107,16 @@ def wall_clock_ms():
 
 
 # One concern per included file (the module docstring lists them).
-include "_accumulator_parts/loop_slice.pxi"
-include "_accumulator_parts/results.pxi"
-include "_accumulator_parts/record_args.pxi"
-include "_accumulator_parts/columns.pxi"
-include "_accumulator_parts/pool.pxi"
-include "_accumulator_parts/compress.pxi"
-include "_accumulator_parts/batch.pxi"
-include "_accumulator_parts/partitioner.pxi"
-include "_accumulator_parts/io_turn.pxi"
-include "_accumulator_parts/accumulator.pxi"
-include "_accumulator_parts/courier.pxi"
-include "_accumulator_parts/send_path.pxi"
-include "_accumulator_parts/aio_send.pxi"
+include "_core_parts/loop_slice.pxi"
+include "_core_parts/results.pxi"
+include "_core_parts/record_args.pxi"
+include "_core_parts/columns.pxi"
+include "_core_parts/pool.pxi"
+include "_core_parts/compress.pxi"
+include "_core_parts/batch.pxi"
+include "_core_parts/partitioner.pxi"
+include "_core_parts/io_turn.pxi"
+include "_core_parts/accumulator.pxi"
+include "_core_parts/courier.pxi"
+include "_core_parts/send_path.pxi"
+include "_core_parts/aio_send.pxi"

@@ -1,4 +1,4 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): the event loop
+# Part of the kproducer._core extension (included by _core.pyx): the event loop
 # turn's slice as every send and settled await sees it, read without a Python call
 # (kproducer.aio keeps the waiters and says why there is a slice).
 

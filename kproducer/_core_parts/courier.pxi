@@ -1,4 +1,4 @@
-# Part of the kproducer._accumulator extension (included by _accumulator.pyx): the courier, a C
+# Part of the kproducer._core extension (included by _core.pyx): the courier, a C
 # thread that writes a lingering batch's Produce request when its linger.ms is over, between
 # two Sender steps and without the GIL (csrc/kp_courier.h says why and how). The accumulator
 # owns it: its mutex is the accumulator's lock. Here: Courier (the lock and the thread), the
