@@ -77,7 +77,8 @@ class Sender:
         ``errors``: its error_cb reporter (kproducer.error_reporter), the client's too."""
         self.config = config
         if log_context is None:
-            log_context = LogContext(config.client_id or client.client_id, config.transactional_id)
+            log_context = getattr(client, "log_context", None) or LogContext(
+                config.client_id or "kproducer", config.transactional_id)
         self.log_context = log_context
         self.log = log_context.logger(__name__)
         self.errors = errors if errors is not None else ErrorReporter()
