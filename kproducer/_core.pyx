@@ -62,7 +62,9 @@ from kproducer import compression as _compression
 from kproducer.backoff import ExponentialBackoff
 from kproducer.errors import KafkaError, KafkaTimeoutError, RecordTooLargeError
 
-log = logging.getLogger("kproducer")
+# Callbacks that raised outside a producer's step; a step's settlements log on the
+# producer's logger (BatchResult.complete's ``logger``).
+log = logging.getLogger("kproducer.accumulator")
 
 RecordMetadata = namedtuple("RecordMetadata", "topic partition offset timestamp")
 RecordMetadata.__doc__ = "Where an acknowledged record was written (offset -1 with acks=0)."

@@ -8,7 +8,7 @@ same cross-setting rules:
 - idempotence conflicts (``ProducerConfig.postProcessAndValidateIdempotenceConfigs``):
   with ``enable.idempotence`` set explicitly to true, ``acks`` other than all or
   ``retries=0`` is an error; left at its default, either silently turns
-  idempotence off (logged at INFO on the ``kproducer`` logger, as Java does).
+  idempotence off (logged at INFO on the ``kproducer.config`` logger, as Java does).
   ``max.in.flight.requests.per.connection`` above 5 is an error whenever
   idempotence is on, explicit or not: Kafka 4.0 made it one (KAFKA-17927);
   set ``enable.idempotence=False`` to go above 5;
@@ -77,7 +77,7 @@ from .sasl import SaslCredentials, parse_jaas_config, parse_oauthbearer_jaas, va
 
 __all__ = ["SETTINGS", "UNSUPPORTED", "ProducerConfig", "Setting"]
 
-log = logging.getLogger("kproducer")
+_log = logging.getLogger(__name__)
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -98,8 +98,9 @@ class Setting:
     valid Kafka values kproducer does not implement yet), ``"acks"``,
     ``"servers"``, ``"callable"``, ``"double"`` (Java DOUBLE: an int or float), ``"handler"``
     (``sasl.login.callback.handler.class``: a callable or Java's OIDC handler class name),
-    ``"list"`` (``interceptor.classes``: objects, classes or dotted names) or ``"unset"``
-    (only None is accepted).
+    ``"list"`` (``interceptor.classes``: objects, classes or dotted names), ``"logger"`` (a
+    :class:`logging.Logger` or :class:`logging.LoggerAdapter`) or ``"unset"`` (only None is
+    accepted).
     """
 
     name: str
@@ -139,6 +140,20 @@ _DEFS = [
     Setting("client.id", "str", "",
             "A name sent with every request so brokers can attribute requests in their logs "
             "and quotas (empty: Java's producer then calls itself producer-N)."),
+    Setting("logger", "logger", None,
+            "confluent-kafka's setting, Python-only: a logging.Logger (or LoggerAdapter) that "
+            "receives every log record of this producer instead of the kproducer.<module> "
+            "loggers, with the same levels and messages (each starting with [Producer "
+            "clientId=...]). None: the module loggers. See docs/observability.md."),
+    Setting("error.cb", "callable", None,
+            "confluent-kafka's error_cb, Python-only: error_cb(error) is called with a "
+            "KafkaError for errors that belong to no one record: every broker down "
+            "(AllBrokersDownError), a broker refusing authentication, a fatal producer error, "
+            "a failed metadata request; once per state, not again until it changes (a broker "
+            "connects, metadata arrives). It runs on the thread that runs the producer's step, "
+            "as delivery callbacks do (the I/O thread, or the application's inside send(), "
+            "poll() and flush()); its exceptions are logged and swallowed. See "
+            "docs/observability.md."),
     Setting("acks", "acks", -1,
             "Acknowledgements the leader must collect before a write counts as done: 0 (none), "
             "1 (leader only) or all (-1: every in-sync replica)."),
@@ -703,6 +718,12 @@ def _parse_callable(s: Setting, value: Any):
     raise _type_error(s, "a callable or None", value)
 
 
+def _parse_logger(s: Setting, value: Any):
+    if isinstance(value, (logging.Logger, logging.LoggerAdapter)):
+        return value
+    raise _type_error(s, "a logging.Logger, a logging.LoggerAdapter or None", value)
+
+
 def _parse_interceptors(s: Setting, value: Any):
     from .interceptors import parse_setting      # imports the compiled module: only when used
     return parse_setting(s.name, value) or None
@@ -758,7 +779,7 @@ _PARSERS = {
     "password": _parse_password,
     "choice": _parse_choice, "acks": _parse_acks, "servers": _parse_servers,
     "callable": _parse_callable, "unset": _parse_unset, "double": _parse_double,
-    "handler": _parse_handler, "list": _parse_interceptors,
+    "handler": _parse_handler, "list": _parse_interceptors, "logger": _parse_logger,
 }
 
 
@@ -931,7 +952,9 @@ def _rebuild(user_config: dict) -> ProducerConfig:
 
 
 def _resolve(values: dict[str, Any], explicit: dict[str, Any]) -> None:
-    """Cross-setting rules, in Java's order; ``explicit`` holds what the user set."""
+    """Cross-setting rules, in Java's order; ``explicit`` holds what the user set. Their
+    messages go to the ``logger`` setting's logger when one is given."""
+    log = values["logger"] if values["logger"] is not None else _log
     # CommonClientConfigs.postProcessReconnectBackoffConfigs
     if "reconnect.backoff.ms" in explicit and "reconnect.backoff.max.ms" not in explicit:
         log.warning("Disabling exponential reconnect backoff because reconnect.backoff.ms is "

@@ -21,8 +21,6 @@ from kproducer.protocol import messages as m
 from kproducer.protocol import versions as v
 from kproducer.protocol.errors_table import ErrorCode, broker_error
 
-log = logging.getLogger("kproducer")
-
 KEY_GROUP = 0
 KEY_TRANSACTION = 1
 
@@ -119,8 +117,11 @@ class CoordinatorRequests:
     """A priority queue of :class:`Handler`, one request in flight at a time, each sent to
     the coordinator of its key (found with FindCoordinator and cached until it fails)."""
 
-    def __init__(self, client, *, retry_backoff_ms: int, retry_backoff_max_ms: int, time=None):
+    def __init__(self, client, *, retry_backoff_ms: int, retry_backoff_max_ms: int, time=None,
+                 log=None):
         self.client = client
+        # The producer's logger (kproducer.log_context), or this module's.
+        self.log = log if log is not None else logging.getLogger(__name__)
         self.time = time if time is not None else SYSTEM_TIME   # kproducer.clock: mono_ms()
         self.backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
         self.coordinators: dict = {}          # (key_type, key) -> node id
@@ -241,7 +242,7 @@ class CoordinatorRequests:
                 self.client.set_node(node_id, host, port)
                 self.coordinators[(key_type, key)] = node_id
                 self._find_attempts = 0
-                log.debug("coordinator for %s %r: node %d (%s:%d)",
+                self.log.debug("coordinator for %s %r: node %d (%s:%d)",
                           "transaction" if key_type else "group", key, node_id, host, port)
                 return
             err = broker_error(code, f"FindCoordinator for {key!r}")
@@ -251,7 +252,7 @@ class CoordinatorRequests:
                 for h in self.remove_if(lambda h: (h.key_type, h.key) == (key_type, key)):
                     h.on_give_up(err)
                 return
-        log.debug("FindCoordinator for %r failed (%s); retrying", key, err)
+        self.log.debug("FindCoordinator for %r failed (%s); retrying", key, err)
         with self._lock:
             for h in self._queue:
                 if (h.key_type, h.key) == (key_type, key):
@@ -281,12 +282,12 @@ class CoordinatorRequests:
             h.last_error = err
             self.forget_coordinator(h.key_type, h.key)
             h.retry_at = now + self.backoff.backoff(h.attempts - 1)
-            log.debug("%r: %s; retrying", h, err)
+            self.log.debug("%r: %s; retrying", h, err)
             return
         try:
             retry_code = h.on_response(resp)
         except Exception as exc:     # a handler bug must not kill the I/O thread
-            log.exception("transaction handler %r failed", h)
+            self.log.exception("transaction handler %r failed", h)
             self._drop(h)
             h.result.fail(exc if isinstance(exc, KafkaError) else KafkaError(f"{h!r}: {exc!r}"))
             return
@@ -297,4 +298,4 @@ class CoordinatorRequests:
         if retry_code in _REFIND:
             self.forget_coordinator(h.key_type, h.key)
         h.retry_at = now + self.backoff.backoff(h.attempts - 1)
-        log.debug("%r: %s; retrying", h, h.last_error)
+        self.log.debug("%r: %s; retrying", h, h.last_error)

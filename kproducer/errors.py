@@ -116,6 +116,14 @@ class NetworkError(KafkaError):
         self.errno = errno
 
 
+class AllBrokersDownError(NetworkError):
+    """Every broker the producer knows failed to connect, or lost its connection, since one
+    was last connected (librdkafka's ``_ALL_BROKERS_DOWN``): given to ``error_cb``, once
+    until a broker connects again. The message names each broker with its last error.
+    Records are not failed by it: they wait, and are retried, within
+    ``delivery.timeout.ms``."""
+
+
 class RecordTooLargeError(KafkaError, ValueError):
     """A record larger than ``max.request.size`` or ``buffer.memory`` (checked by the
     producer itself: not every broker enforces it)."""

@@ -57,7 +57,6 @@ from .backoff import ExponentialBackoff
 from .errors import KafkaError
 from .protocol.errors_table import ErrorCode, broker_error, is_invalid_metadata
 
-log = logging.getLogger("kproducer")
 
 __all__ = [
     "Node", "PartitionInfo", "TopicInfo", "Cluster", "Metadata", "MetadataRequestPlan",
@@ -345,13 +344,15 @@ class Metadata:
     def __init__(self, *, metadata_max_age_ms: int = 300000, metadata_max_idle_ms: int = 300000,
                  retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
                  retry_backoff_jitter: float = 0.2, rng: Optional[random.Random] = None,
-                 cluster: Optional[Cluster] = None):
+                 cluster: Optional[Cluster] = None, log=None):
         if metadata_max_age_ms < 0 or metadata_max_idle_ms < 0 or retry_backoff_ms < 0:
             raise ValueError("metadata timings must be non-negative")
         self.metadata_max_age_ms = int(metadata_max_age_ms)
         self.metadata_max_idle_ms = int(metadata_max_idle_ms)
         self.retry_backoff_ms = int(retry_backoff_ms)
         self.retry_backoff_max_ms = int(retry_backoff_max_ms)
+        # The producer's logger (kproducer.log_context), or this module's.
+        self.log = log if log is not None else logging.getLogger(__name__)
         self._backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms, retry_backoff_jitter,
                                            rng or random.Random())
         self._lock = threading.Lock()
@@ -664,7 +665,7 @@ class Metadata:
                 try:
                     fn()
                 except Exception:
-                    log.exception("metadata listener %r raised", fn)
+                    self.log.exception("metadata listener %r raised", fn)
 
     def await_update(self, last_version: int, timeout_s: Optional[float]) -> bool:
         """Block until :attr:`version` > ``last_version``; False if ``timeout_s`` passed first.

@@ -16,20 +16,24 @@ from __future__ import annotations
 
 import logging
 
+from kproducer.errors import KafkaError
 from kproducer.protocol import messages as m
 from kproducer.protocol import versions as v
 
-log = logging.getLogger("kproducer")
+_METADATA = ("metadata",)     # error_cb's state: metadata requests failing
 
 
 class MetadataUpdater:
     """Keeps ``metadata`` (kproducer.metadata.Metadata) up to date through ``client`` (the
     NetworkClient); ``on_update(cluster)`` is called with each new snapshot, after the
     client knows its brokers' addresses; ``stats`` (the Sender's counters) counts
-    ``rebootstraps``."""
+    ``rebootstraps``; ``log``: the producer's logger; ``errors``: its error_cb reporter
+    (kproducer.error_reporter), told of a failed request once until one succeeds."""
 
-    def __init__(self, config, metadata, client, *, time, stats, on_update):
+    def __init__(self, config, metadata, client, *, time, stats, on_update, log=None, errors=None):
         self.metadata = metadata
+        self.log = log if log is not None else logging.getLogger(__name__)
+        self.errors = errors
         self.client = client
         self.time = time
         self.stats = stats
@@ -76,11 +80,15 @@ class MetadataUpdater:
         self.in_flight = False
         wall = self.time.wall_ms()
         if err is not None:
-            log.debug("metadata request failed: %s", err)
+            self.log.debug("metadata request failed: %s", err)
             self.metadata.failed_update(wall)
+            if self.errors is not None:
+                self.errors.report(_METADATA, KafkaError(f"metadata request failed: {err}"))
             return
         cluster = self.metadata.update(resp, wall, request_version=plan.request_version,
                                        partial=plan.partial, response_version=version)
+        if self.errors is not None:
+            self.errors.clear(_METADATA)
         for broker in cluster.nodes():
             self.client.set_node(broker.node_id, broker.host, broker.port)
         if cluster.nodes():
@@ -104,9 +112,9 @@ class MetadataUpdater:
         if self.metadata.cluster.is_bootstrap:
             return False
         addresses = self.bootstrap_addresses
-        log.info("no broker of the last known metadata answers: starting again from "
-                 "bootstrap.servers %s (metadata.recovery.strategy=rebootstrap)",
-                 ",".join(f"{h}:{p}" for h, p in addresses))
+        self.log.info("no broker of the last known metadata answers: starting again from "
+                      "bootstrap.servers %s (metadata.recovery.strategy=rebootstrap)",
+                      ",".join(f"{h}:{p}" for h, p in addresses))
         self.metadata.rebootstrap(addresses)
         for i, (host, port) in enumerate(addresses):
             self.client.set_node(-(i + 1), host, port)

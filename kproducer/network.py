@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import collections
 import ipaddress
-import logging
 import random
 import socket
 import threading
@@ -39,15 +38,17 @@ from kproducer import codec
 from kproducer._disconnect import DisconnectKind
 from kproducer._net import DEFAULT_MAX_FRAME_SIZE, Selector
 from kproducer.backoff import ExponentialBackoff  # noqa: F401 (also re-exported: its old home)
+from kproducer.broker_health import BrokerHealth
 from kproducer.clock import SYSTEM_TIME
+from kproducer.error_reporter import ErrorReporter
 from kproducer.errors import (AuthenticationError, KafkaError, KafkaTimeoutError, NetworkError,
                               ProtocolError, SslAuthenticationError, UnsupportedVersionError)
 from kproducer.histogram import LatencyHistogram
+from kproducer.log_context import LogContext
 from kproducer.protocol import messages as m
 from kproducer.protocol import versions as v
 from kproducer.protocol.errors_table import ErrorCode, error_name
 
-log = logging.getLogger("kproducer")
 
 CLIENT_SOFTWARE_NAME = "kproducer"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
@@ -175,6 +176,12 @@ class NodeState:
     sasl_waiting: bool = False
     reauth_at_ms: int = 0
     session_end_ms: int = 0
+    # kproducer.broker_health's: connection attempts failed in a row (0: connected, or not
+    # tried yet), since when (mono ms); down since any node was last ready, and why.
+    failures: int = 0
+    failing_since_ms: int = 0
+    down: bool = False
+    last_error: Optional[Exception] = None
 
 
 class NetworkClient:
@@ -185,8 +192,14 @@ class NetworkClient:
                  reconnect_backoff_max_ms: int = 1000, connection_setup_timeout_ms: int = 10000,
                  connections_max_idle_ms: int = 540000, send_buffer_bytes: int = -1,
                  receive_buffer_bytes: int = 32768, max_response_size: int = DEFAULT_MAX_FRAME_SIZE,
-                 max_connections: int = 1024, sasl=None, tls=None, time=None, selector=None):
+                 max_connections: int = 1024, sasl=None, tls=None, time=None, selector=None,
+                 log_context: Optional[LogContext] = None, errors: Optional[ErrorReporter] = None):
         self.client_id = client_id
+        # The producer's logger for this module ([Producer clientId=...] messages), and its
+        # error_cb reporter (kproducer.error_reporter).
+        self.log_context = log_context if log_context is not None else LogContext(client_id)
+        self.log = self.log_context.logger(__name__)
+        self.errors = errors if errors is not None else ErrorReporter()
         # The clock (kproducer.clock: mono_ms() is all this class reads; the round trips'
         # instants come from the selector and the courier).
         self.time = time if time is not None else SYSTEM_TIME
@@ -222,6 +235,8 @@ class NetworkClient:
         self.selector = selector if selector is not None else Selector(
             max_connections=max_connections, max_frame_size=max_response_size)
         self.nodes: dict[int, NodeState] = {}
+        # Connection failures logged with suppression; every broker down (error_cb).
+        self.health = BrokerHealth(self.nodes, self.log, self.errors)
         self._free_slots = list(range(max_connections - 1, -1, -1))
         self._next_cid = 1
         # [first, end) of the correlation ids reserved for the courier while it is armed
@@ -232,7 +247,7 @@ class NetworkClient:
         self.request_latency = LatencyHistogram()
         start = getattr(sasl, "start", None)     # OAUTHBEARER: the first token, now
         if start is not None:
-            start(self.wakeup)
+            start(self.wakeup, self.log_context.logger("kproducer.oauth"))
 
     # -- nodes ---------------------------------------------------------------------
 
@@ -247,6 +262,7 @@ class NetworkClient:
                 # A new address owes nothing to the old one's failures: connect at once.
                 ns.attempts = 0
                 ns.reconnect_wait_ms = 0
+                ns.failures = 0
             return
         if not self._free_slots:
             raise NetworkError("too many broker connections")
@@ -347,7 +363,7 @@ class NetworkClient:
             return
         ns.state = CONNECTING
         ns.lookup = _Lookup(ns.host, ns.port, self.wakeup)
-        log.debug("resolving %s for node %s", ns.host, ns.node_id)
+        self.log.debug("resolving %s for node %s", ns.host, ns.node_id)
 
     def _finish_lookups(self, now: int) -> None:
         for ns in self.nodes.values():
@@ -373,7 +389,7 @@ class NetworkClient:
             self.selector.close(ns.slot)
         except KafkaError:
             pass   # the selector already freed it with the disconnect event
-        log.debug("connect to %s (%s) failed: %s; trying its next address", ns.host,
+        self.log.debug("connect to %s (%s) failed: %s; trying its next address", ns.host,
                   ns.addresses[ns.address_index], why)
         ns.address_index += 1
         ns.connect_started_ms = now
@@ -394,10 +410,10 @@ class NetworkClient:
             self._connect_failed(ns, NetworkError(f"connect to node {ns.node_id} ({ns.host}:{ns.port}) failed: {exc}"), now)
             return
         ns.state = CONNECTING
-        log.debug("connecting to node %s at %s:%s", ns.node_id, ns.host, ns.port)
+        self.log.debug("connecting to node %s at %s:%s", ns.node_id, ns.host, ns.port)
 
     def _connect_failed(self, ns: NodeState, exc: Exception, now: int) -> None:
-        log.debug("%s", exc)
+        self.health.connect_failed(ns, exc, now)
         self.last_connect_error = exc
         self._node_lost(ns)
         ns.state = DISCONNECTED
@@ -443,9 +459,12 @@ class NetworkClient:
         ns.state = READY
         ns.attempts = 0
         ns.reconnect_wait_ms = 0
-        ns.auth_error = None
+        if ns.auth_error is not None:
+            ns.auth_error = None
+            self.errors.clear(("authentication", ns.node_id))
         self.last_connect_error = None
-        log.debug("node %s ready, versions %s", ns.node_id, ns.versions)
+        self.log.debug("node %s ready, versions %s", ns.node_id, ns.versions)
+        self.health.connected(ns, self.time.mono_ms())
 
     # -- SASL (Java's SaslClientAuthenticator: handshake v1, then SaslAuthenticate rounds) --
 
@@ -544,10 +563,10 @@ class NetworkClient:
             ns.session_end_ms = ns.reauth_at_ms = 0
         if ns.state == REAUTHENTICATING:
             self.reauthentications += 1
-            log.debug("node %s re-authenticated with %s, session lifetime %d ms", ns.node_id,
+            self.log.debug("node %s re-authenticated with %s, session lifetime %d ms", ns.node_id,
                       self.sasl.mechanism, lifetime)
         else:
-            log.debug("node %s authenticated with %s, session lifetime %d ms", ns.node_id,
+            self.log.debug("node %s authenticated with %s, session lifetime %d ms", ns.node_id,
                       self.sasl.mechanism, lifetime)
         self._on_ready(ns)
 
@@ -563,7 +582,7 @@ class NetworkClient:
                 self._start_authentication(ns, now)
             elif ns.state == READY and ns.reauth_at_ms and now >= ns.reauth_at_ms:
                 ns.state = REAUTHENTICATING
-                log.debug("node %s: re-authenticating (session ends in %d ms) after %d request(s) "
+                self.log.debug("node %s: re-authenticating (session ends in %d ms) after %d request(s) "
                           "in flight", ns.node_id, ns.session_end_ms - now,
                           len(ns.in_flight) + len(ns.pending))
             if ns.state == REAUTHENTICATING and ns.reauth_at_ms and not ns.in_flight and not ns.pending:
@@ -573,12 +592,24 @@ class NetworkClient:
     def _auth_failed(self, ns, exc: AuthenticationError, now: int) -> None:
         """Closes the connection (never used after a failed exchange) and keeps the error
         for the Sender, which fails what waits for this node instead of retrying."""
-        ns.auth_error = exc
+        self._log_auth_failure(ns, exc)
         self.last_connect_error = exc
         self.auth_failures.append((ns.node_id, exc))
-        log.error("%s", exc)
         if ns.state != DISCONNECTED:
             self._disconnect(ns, exc, now)
+
+    def _log_auth_failure(self, ns, exc: AuthenticationError) -> None:
+        """An authentication failure (SASL, or the TLS handshake) of ``ns``: at ERROR, and
+        to error_cb, unless the node's last failure said the same (the reconnect attempts
+        of a broker that keeps refusing); those are logged at DEBUG until a connection to it
+        is ready again."""
+        again = ns.auth_error is not None and str(ns.auth_error) == str(exc)
+        ns.auth_error = exc
+        if again:
+            self.log.debug("%s (again)", exc)
+        else:
+            self.log.error("%s", exc)
+        self.errors.report(("authentication", ns.node_id), exc)
 
     def authentication_error(self, node_id: int) -> Optional[Exception]:
         """The node's last SASL failure, until a connection to it authenticates again."""
@@ -809,9 +840,8 @@ class NetworkClient:
                 continue
             if setup_error is not None:
                 exc = setup_error(f"TLS connection to node {ns.node_id} ({ns.host}:{ns.port}) failed: {reason}")
-                ns.auth_error = exc
+                self._log_auth_failure(ns, exc)
                 self.auth_failures.append((ns.node_id, exc))
-                log.error("%s", exc)
             else:
                 exc = NetworkError(f"connection to node {ns.node_id} ({ns.host}:{ns.port}) lost: {reason}")
             completions.extend(self._disconnect(ns, exc, now, closed_by_peer=True, run=False))
@@ -869,7 +899,7 @@ class NetworkClient:
             return
         if trailing and v.PRODUCE not in ns.trailing_seen:
             ns.trailing_seen.add(v.PRODUCE)
-            log.debug("node %s: %d byte(s) after the last field of ProduceResponse ignored",
+            self.log.debug("node %s: %d byte(s) after the last field of ProduceResponse ignored",
                       node_id, trailing)
         if throttle_ms <= 0 or ns.versions.get(v.PRODUCE, 0) < _PRODUCE_CLIENT_THROTTLES:
             return
@@ -878,7 +908,7 @@ class NetworkClient:
         self.throttled_responses += 1
         self.throttle_time_ms_total += throttle_ms
         self.throttle_time_ms_max = max(self.throttle_time_ms_max, throttle_ms)
-        log.debug("node %s: throttled for %d ms (a quota)", node_id, throttle_ms)
+        self.log.debug("node %s: throttled for %d ms (a quota)", node_id, throttle_ms)
 
     def _decode(self, ns: NodeState, entry, payload):
         """A response's fields; bytes after the last field its version defines are ignored,
@@ -887,7 +917,7 @@ class NetworkClient:
         resp, trailing = m.decode_response_lenient(entry.api_key, entry.version, payload)
         if trailing and entry.api_key not in ns.trailing_seen:
             ns.trailing_seen.add(entry.api_key)
-            log.debug("node %s: %d byte(s) after the last field of %s v%d ignored",
+            self.log.debug("node %s: %d byte(s) after the last field of %s v%d ignored",
                       ns.node_id, trailing, type(resp).__name__, entry.version)
         return resp
 
@@ -955,7 +985,15 @@ class NetworkClient:
         ns.pending.clear()
         ns.discard.clear()
         if exc is not None:
-            log.info("disconnected from node %s: %s", ns.node_id, exc)
+            if not lost:        # closed on purpose: the node moved or left the cluster
+                self.log.debug("disconnected from node %s: %s", ns.node_id, exc)
+            elif was in _SETTING_UP:
+                # Logged with suppression (kproducer.broker_health); an authentication
+                # failure was logged by _log_auth_failure.
+                self.health.connect_failed(ns, exc, now, logged=exc is ns.auth_error)
+            else:
+                self.log.info("disconnected from node %s: %s", ns.node_id, exc)
+                self.health.connection_lost(ns, exc)
             if lost:
                 self._node_lost(ns)
         if run:

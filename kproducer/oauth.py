@@ -68,7 +68,7 @@ __all__ = ["ClientCredentialsRetriever", "FileTokenRetriever", "MskIamTokenProvi
            "OAuthBearerCredentials", "OAuthBearerToken", "RefreshConfig", "TokenLogin", "decode_jwt_claims",
            "msk_iam_provider", "refresh_at_ms", "token_from_access_token"]
 
-log = logging.getLogger("kproducer")
+log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------
@@ -341,12 +341,16 @@ class TokenLogin:
         self.fetches = 0
         self.failures = 0
         self.next_refresh_ms: Optional[int] = None
+        # Where the login logs: this module's logger, or the producer's (start's ``log``).
+        self.log = log
 
     # -- lifecycle -------------------------------------------------------------------
-    def start(self, wakeup: Optional[Callable[[], None]] = None) -> None:
+    def start(self, wakeup: Optional[Callable[[], None]] = None, log=None) -> None:
         with self._lock:
             if wakeup is not None:
                 self._wakeup = wakeup
+            if log is not None:
+                self.log = log
             if self._thread is not None or self._stopping:
                 return
             self._thread = threading.Thread(target=self._run, name="kproducer-oauth", daemon=True)
@@ -460,10 +464,10 @@ class TokenLogin:
                     self._error = error
                     self.failures += 1
                     usable = self._token is not None and not self._token.expired()
-                log.log(logging.WARNING if usable else logging.ERROR,
-                        "%s; %s, trying again in %d ms", error,
-                        "the current token still serves" if usable else "no usable token",
-                        delay)
+                self.log.log(logging.WARNING if usable else logging.ERROR,
+                             "%s; %s, trying again in %d ms", error,
+                             "the current token still serves" if usable else "no usable token",
+                             delay)
                 self._notify()
                 if not isinstance(exc, Exception):      # KeyboardInterrupt, SystemExit
                     return
@@ -477,16 +481,17 @@ class TokenLogin:
             failures = 0
             elapsed = time.monotonic() - started
             if elapsed > 10:
-                log.warning("OAUTHBEARER: %s took %.1f s to return a token", self.description, elapsed)
+                self.log.warning("OAUTHBEARER: %s took %.1f s to return a token", self.description,
+                                 elapsed)
             with self._lock:
                 self._token = token
                 self._error = None
                 self.fetches += 1
             now = int(time.time() * 1000)
             when = refresh_at_ms(token, now, self.refresh, self._rng)
-            log.info("OAUTHBEARER: token%s from %s, valid until %s; renewing at %s",
-                     _of(token.principal), self.description, format_epoch_ms(token.expires_ms),
-                     format_epoch_ms(when))
+            self.log.info("OAUTHBEARER: token%s from %s, valid until %s; renewing at %s",
+                          _of(token.principal), self.description, format_epoch_ms(token.expires_ms),
+                          format_epoch_ms(when))
             self._notify()
             if not self._sleep_until(when):
                 return
@@ -819,8 +824,9 @@ class OAuthBearerCredentials:
         if stop is not None:                 # the retriever's waits end with the login
             self.login.stop_event = stop
 
-    def start(self, wakeup: Optional[Callable[[], None]] = None) -> None:
-        self.login.start(wakeup)
+    def start(self, wakeup: Optional[Callable[[], None]] = None, log=None) -> None:
+        """Starts the login; ``log``: the producer's logger for its messages."""
+        self.login.start(wakeup, log)
 
     def pending(self) -> bool:
         return self.login.pending()

@@ -16,7 +16,6 @@ future and its ``on_delivery(err, metadata)`` callback.
 from __future__ import annotations
 
 import itertools
-import logging
 import os
 import threading
 import time
@@ -27,7 +26,9 @@ from kproducer import interceptors as _interceptors
 from kproducer import producer_cache
 from kproducer.config import ProducerConfig
 from kproducer.coordinator import TxnResult
+from kproducer.error_reporter import ErrorReporter
 from kproducer.errors import InvalidTxnStateError, KafkaError, KafkaTimeoutError, TransactionTimeoutError
+from kproducer.log_context import LogContext
 from kproducer.tls import tls_context
 from kproducer.metadata import Metadata
 from kproducer.network import NetworkClient
@@ -37,7 +38,6 @@ from kproducer.serialization import offer_cluster_id, record_serializer, seriali
 from kproducer.transactions import CompleteTxn, PreparedTransaction
 from kproducer.turn import StepTurn
 
-log = logging.getLogger("kproducer")
 
 _client_ids = itertools.count(1)
 
@@ -88,6 +88,12 @@ class Producer:
         self._pid = os.getpid()
         self._generation = fork_generation()
         self.client_id = cfg.client_id or f"kproducer-{next(_client_ids)}"
+        # Every part logs on its module's logger (or the ``logger`` setting's) with
+        # "[Producer clientId=...] " in front (kproducer.log_context); error_cb is called from
+        # the steps (kproducer.error_reporter).
+        self._log_context = context = LogContext(self.client_id, cfg.transactional_id, cfg.logger)
+        self._log = context.logger(__name__)
+        self._errors = errors = ErrorReporter(cfg.error_cb, self._log)
         self._key_serializer = cfg.key_serializer
         self._value_serializer = cfg.value_serializer
         # Serializers taking (obj, ctx): decided here, once (kproducer.serialization).
@@ -98,7 +104,8 @@ class Producer:
         self._metadata = Metadata(metadata_max_age_ms=cfg.metadata_max_age_ms,
                                   metadata_max_idle_ms=cfg.metadata_max_idle_ms,
                                   retry_backoff_ms=cfg.retry_backoff_ms,
-                                  retry_backoff_max_ms=cfg.retry_backoff_max_ms)
+                                  retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+                                  log=context.logger("kproducer.metadata"))
         self._client = NetworkClient(
             client_id=self.client_id, request_timeout_ms=cfg.request_timeout_ms,
             max_in_flight=cfg.max_in_flight_requests_per_connection,
@@ -107,7 +114,7 @@ class Producer:
             connection_setup_timeout_ms=cfg.socket_connection_setup_timeout_ms,
             connections_max_idle_ms=cfg.connections_max_idle_ms,
             send_buffer_bytes=cfg.send_buffer_bytes, receive_buffer_bytes=cfg.receive_buffer_bytes,
-            sasl=cfg.sasl_credentials, tls=tls_context(cfg))
+            sasl=cfg.sasl_credentials, tls=tls_context(cfg), log_context=context, errors=errors)
         # Which thread runs the Sender's next step: the accumulator names its batches'
         # deadlines to the turn's watcher, and its sends and waits run the steps through it.
         self._turn = turn = StepTurn(self._client.selector.fileno())
@@ -124,7 +131,8 @@ class Producer:
         self._metadata.bootstrap(addresses)
         for i, (host, port) in enumerate(addresses):
             self._client.set_node(-(i + 1), host, port)
-        self._sender = Sender(cfg, self._acc, self._metadata, self._client, turn)
+        self._sender = Sender(cfg, self._acc, self._metadata, self._client, turn,
+                              log_context=context, errors=errors)
         self._sender.start()
         # send() is the compiled SendPath.send bound here (the class's send() below calls the
         # same): the per-record path has no Python frame. What it cannot do alone (a fork,
@@ -153,7 +161,7 @@ class Producer:
             # shared with the parent: leave them untouched (never close or shut them down
             # from the child) and start afresh.
             self._abandoned = (getattr(self, "_abandoned", ()), self._client, self._sender, self._acc)
-            log.info("kproducer: fork detected (pid %d -> %d); starting a new producer in the child",
+            self._log.info("fork detected (pid %d -> %d); starting a new producer in the child",
                      self._pid, os.getpid())
             self._start()
 
@@ -568,7 +576,7 @@ class Producer:
         if self._turn.in_step():
             # From a delivery callback: waiting would wait for this very step. As Java's
             # close() from its I/O thread, the timeout is 0: what is pending fails.
-            log.warning("kproducer: close() called from a delivery callback; closing with timeout 0")
+            self._log.warning("close() called from a delivery callback; closing with timeout 0")
             self._sender.initiate_close(force=True)
             self._metadata.close()
             if self._interceptors is not None:
@@ -576,7 +584,7 @@ class Producer:
             return
         self._sender.initiate_close(force=timeout is not None and timeout <= 0)
         if not self._sender.join(timeout if timeout is None or timeout > 0 else None):
-            log.warning("kproducer: close timed out after %s s; failing what is left", timeout)
+            self._log.warning("close timed out after %s s; failing what is left", timeout)
             self._sender.initiate_close(force=True)
             self._sender.join(5)
         self._metadata.close()

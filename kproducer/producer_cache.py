@@ -29,7 +29,7 @@ from kproducer.config import ProducerConfig
 if TYPE_CHECKING:  # pragma: no cover
     from kproducer.producer import Producer
 
-log = logging.getLogger("kproducer")
+log = logging.getLogger(__name__)
 
 _cache: dict = {}
 _cache_pid: int | None = None

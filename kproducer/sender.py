@@ -37,7 +37,6 @@ the Java way; a fresh producer id works on every broker, Tansu included.)
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import defaultdict
 
@@ -49,6 +48,8 @@ from kproducer.metadata_updater import MetadataUpdater
 from kproducer.errors import KafkaError, KafkaTimeoutError, NetworkError
 from kproducer.backoff import ExponentialBackoff
 from kproducer.clock import SYSTEM_TIME
+from kproducer.error_reporter import ErrorReporter
+from kproducer.log_context import LogContext
 from kproducer.protocol import messages as m
 from kproducer.protocol import versions as v
 from kproducer.protocol.produce import decode_produce_response, encode_produce_request
@@ -56,7 +57,6 @@ from kproducer.protocol.errors_table import (ErrorCode, broker_error, is_invalid
                                              is_retriable)
 from kproducer.transactions import TransactionManager
 
-log = logging.getLogger("kproducer")
 
 _SEQ_MOD = 1 << 31   # BaseSequence wraps at Integer.MAX_VALUE (Java's DefaultRecordBatch)
 # The counters of Producer.metrics(), there from the start (0 until counted).
@@ -70,10 +70,18 @@ COUNTERS = ("records_acked", "records_failed", "requests", "batches", "batch_byt
 class Sender:
     """Runs the producer's network loop in a daemon thread; see the module docstring."""
 
-    def __init__(self, config, accumulator, metadata, client, turn, *, on_complete=None, time=None):
+    def __init__(self, config, accumulator, metadata, client, turn, *, on_complete=None, time=None,
+                 log_context=None, errors=None):
         """``turn``: the kproducer.turn.StepTurn that ``accumulator`` was built with; it runs
-        this Sender's steps."""
+        this Sender's steps. ``log_context``: the producer's (kproducer.log_context);
+        ``errors``: its error_cb reporter (kproducer.error_reporter), the client's too."""
         self.config = config
+        if log_context is None:
+            log_context = getattr(client, "log_context", None) or LogContext(
+                config.client_id or "kproducer", config.transactional_id)
+        self.log_context = log_context
+        self.log = log_context.logger(__name__)
+        self.errors = errors if errors is not None else ErrorReporter()
         # The clocks (kproducer.clock): tests pass a mock and run the steps themselves.
         self.time = time if time is not None else SYSTEM_TIME
         self.acc = accumulator
@@ -120,9 +128,12 @@ class Sender:
         # Requests to a transaction or group coordinator (transactions, complete_transaction).
         self.coordinator = CoordinatorRequests(client, retry_backoff_ms=config.retry_backoff_ms,
                                                retry_backoff_max_ms=config.retry_backoff_max_ms,
-                                               time=self.time)
+                                               time=self.time,
+                                               log=log_context.logger("kproducer.coordinator"))
         self.metadata_updater = MetadataUpdater(config, metadata, client, time=self.time,
-                                                stats=self.stats, on_update=self._on_metadata_update)
+                                                stats=self.stats, on_update=self._on_metadata_update,
+                                                log=log_context.logger("kproducer.metadata_updater"),
+                                                errors=self.errors)
         client.node_lost_listeners.append(self._on_node_lost)
         self.transactional_id = config.transactional_id
         self.txn = None
@@ -161,7 +172,7 @@ class Sender:
 
     def _run(self) -> None:
         """The I/O thread (Java's Sender.run): the turns it gets, then the graceful close."""
-        log.debug("sender thread started")
+        self.log.debug("sender thread started")
         turn = self.turn
         while self.running:
             turn.io_turn()
@@ -182,7 +193,7 @@ class Sender:
             self.courier.take(self.time.mono_ms())
             turn.close()
             self.client.close()
-        log.debug("sender thread stopped")
+        self.log.debug("sender thread stopped")
 
     def _closing_has_work(self) -> bool:
         """A graceful close goes on while batches are queued or in flight."""
@@ -231,6 +242,8 @@ class Sender:
         # builds and writes, and what it frees (in-flight room, a retry, a new producer id)
         # is seen below.
         answered = self.client.poll(0, now)
+        if self.errors.pending:     # error_cb (kproducer.error_reporter), on this thread
+            self.errors.deliver()
         if answered:
             now = self.time.mono_ms()
             wall = self.time.wall_ms()
@@ -482,7 +495,7 @@ class Sender:
             return
         self.stats["sequence_violations"] += 1
         if self.stats["sequence_violations"] == 1:
-            log.warning("%s-%s: the broker stored the batch of sequence %d while an earlier one, "
+            self.log.warning("%s-%s: the broker stored the batch of sequence %d while an earlier one, "
                         "refused, waits for its retry: it does not check idempotent sequences, "
                         "and this partition's records are stored out of order (counted in "
                         "metrics()['sequence_violations'])", tp[0], tp[1], seq)
@@ -548,7 +561,7 @@ class Sender:
             exc = KafkaError(f"{exc}: the broker answered the first send of this batch as a "
                              f"duplicate, so it holds another producer's batch under producer id "
                              f"{b.producer_id}, epoch {b.producer_epoch}, sequence {b.base_sequence}")
-            log.warning("%s; obtaining a new producer id", exc)
+            self.log.warning("%s; obtaining a new producer id", exc)
             code = ErrorCode.UNKNOWN_PRODUCER_ID
         if self.txn is not None:
             exc = self.txn.produce_error(code, exc)
@@ -567,7 +580,7 @@ class Sender:
                 self._remove_in_flight(b)
                 self._fail(b, exc, wall)
                 return
-            log.info("%s for %s: obtaining a new producer id and renumbering unacknowledged batches",
+            self.log.info("%s for %s: obtaining a new producer id and renumbering unacknowledged batches",
                      exc, tp)
             self._request_new_producer_id()
             self._retry_or_fail(b, exc, wall, retriable=True)
@@ -594,7 +607,7 @@ class Sender:
         if (retriable and not self.force_close and b.attempts < self.retries
                 and wall - b.created_ms < self.delivery_timeout_ms):
             self.stats["retries"] += 1
-            log.debug("retrying %r after %s", b, exc)
+            self.log.debug("retrying %r after %s", b, exc)
             self.muted.add(tp)
             self.requeued.setdefault(tp, set()).add(b)
             self.acc.reenqueue(b, wall, self.retry_backoff.backoff(b.attempts) if backoff else 0)
@@ -618,11 +631,11 @@ class Sender:
         for part in reversed(parts):
             part.base_sequence = -1
             self.acc.reenqueue(part, wall)
-        log.info("split %r into %d batches after MESSAGE_TOO_LARGE", b, len(parts))
+        self.log.info("split %r into %d batches after MESSAGE_TOO_LARGE", b, len(parts))
 
     def _complete(self, b, base_offset: int, log_append_time: int) -> None:
         self.stats["records_acked"] += b.record_count   # before complete() frees the batch
-        b.complete(base_offset, log_append_time, None)
+        b.complete(base_offset, log_append_time, None, self.log)
         self.acc.untrack(b.result)
 
     def _fail(self, b, exc, wall: int) -> None:
@@ -636,9 +649,9 @@ class Sender:
             if not waiting:
                 del self.requeued[(b.topic, b.partition)]
         self.stats["records_failed"] += b.record_count
-        b.complete(-1, -1, exc)
+        b.complete(-1, -1, exc, self.log)
         self.acc.untrack(b.result)
-        log.debug("failed %r: %s", b, exc)
+        self.log.debug("failed %r: %s", b, exc)
         if self.txn is not None:
             self.txn.on_batch_failed(exc)
 
@@ -706,11 +719,12 @@ class Sender:
         self._pid_in_flight = False
         if err is not None or resp.error_code != 0:
             why = err if err is not None else broker_error(resp.error_code, "InitProducerId")
-            log.info("InitProducerId failed (%s); retrying", why)
+            self.log.info("InitProducerId failed (%s); retrying", why)
             self._pid_retry_at = self.time.mono_ms() + self.config.retry_backoff_ms
             if err is None and not is_retriable(resp.error_code) and resp.error_code not in (
                     ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
                 self.fatal_error = why
+                self.errors.report(("fatal",), why)
             return
         renumber = self.producer_id >= 0
         self.producer_id = resp.producer_id
@@ -718,7 +732,7 @@ class Sender:
         self.next_seq.clear()
         if renumber:
             n = self.acc.reset_sequences()
-            log.info("new producer id %d epoch %d; %d queued batches renumbered",
+            self.log.info("new producer id %d epoch %d; %d queued batches renumbered",
                      self.producer_id, self.producer_epoch, n)
         self._need_pid = False
         self.stats["producer_id_resets"] += renumber

@@ -37,7 +37,7 @@ from kproducer.protocol import messages as m
 from kproducer.protocol import versions as v
 from kproducer.protocol.errors_table import ErrorCode, broker_error
 
-log = logging.getLogger("kproducer")
+log = logging.getLogger(__name__)
 
 
 class TxnState(enum.Enum):
@@ -114,6 +114,8 @@ class TransactionManager:
         self.transaction_timeout_ms = transaction_timeout_ms
         self.sender = sender
         self.requests = sender.coordinator
+        context = getattr(sender, "log_context", None)     # the producer's logger, if any
+        self.log = context.logger(__name__) if context is not None else log
         self.state = S.UNINITIALIZED
         self.last_error: BaseException | None = None
         self._lock = threading.Lock()
@@ -137,7 +139,7 @@ class TransactionManager:
                 raise InvalidTxnStateError(
                     f"transactional.id {self.transactional_id!r}: invalid transition from "
                     f"{self.state.value} to {target.value}")
-            log.debug("transaction %r: %s -> %s", self.transactional_id, self.state.value, target.value)
+            self.log.debug("transaction %r: %s -> %s", self.transactional_id, self.state.value, target.value)
             self.state = target
             if error is not None:
                 self.last_error = error
@@ -156,8 +158,11 @@ class TransactionManager:
         if not isinstance(exc, (ProducerFencedError, TransactionFatalError)):
             exc = TransactionFatalError(f"transactional.id {self.transactional_id!r}: {exc}")
         if self.state is not S.FATAL_ERROR:
-            log.error("transactional producer %r failed: %s", self.transactional_id, exc)
+            self.log.error("transactional producer %r failed: %s", self.transactional_id, exc)
             self._transition(S.FATAL_ERROR, exc)
+            errors = getattr(self.sender, "errors", None)
+            if errors is not None:
+                errors.report(("fatal",), exc)
         for res in (self._init_result, self._end_result):
             if res is not None and not res.done:
                 res.fail(exc)

@@ -32,7 +32,7 @@ import time
 
 from kproducer._core import SenderTurn
 
-log = logging.getLogger("kproducer")
+log = logging.getLogger(__name__)
 
 # How long, at least, the I/O thread leaves a wanted step to an application thread that is
 # sending (it runs the step at its next send) before it queues for the GIL itself; the
@@ -56,6 +56,7 @@ class StepTurn:
         self.watcher = SenderTurn(selector_fd)
         self.lock = threading.Lock()
         self.owner = None               # the thread id running a step, None between steps
+        self._log = log                 # bind() gives the producer's
         # The running step asked for the next at once (set by next_at_once, cleared as each
         # step begins): a thread in run_steps_until runs it without waiting for the watcher.
         self.again = False
@@ -73,9 +74,11 @@ class StepTurn:
         and returns ``(due_us, at_once)``, when the next step is due (``SenderTurn.now_us()``'s
         clock) and whether it is wanted at once; its ``running`` goes False as it closes; its
         ``stats`` take the counters ``steps_by_application``, ``steps_by_io_thread``,
-        ``step_wait_us_total`` and ``step_wait_us_max``."""
+        ``step_wait_us_total`` and ``step_wait_us_max``; its ``log`` (the producer's logger,
+        if it has one) is where an error of a step is logged."""
         self._sender = sender
         self._stats = sender.stats
+        self._log = getattr(sender, "log", log)
 
     def close(self) -> None:
         """Stops the watcher (before the selector's descriptor closes)."""
@@ -110,7 +113,7 @@ class StepTurn:
         try:
             self.step()
         except Exception:
-            log.exception("unexpected error in the kproducer network thread")
+            self._log.exception("unexpected error in the kproducer network thread")
             watcher.done(SenderTurn.now_us() + _AFTER_ERROR_US)
 
     def next_at_once(self) -> None:

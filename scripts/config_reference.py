@@ -21,7 +21,7 @@ TARGET = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 _KINDS = {"int": "int (32 bits)", "long": "int (64 bits)", "bool": "bool", "str": "str",
           "choice": "str", "acks": "0, 1, all (-1)", "servers": "host:port list",
           "callable": "callable", "unset": "None only", "double": "float",
-          "handler": "callable or class name", "list": "list"}
+          "handler": "callable or class name", "list": "list", "logger": "logging.Logger"}
 
 
 def _cell(text: str) -> str:

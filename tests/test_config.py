@@ -18,6 +18,8 @@ BS = "localhost:9092"
 JAVA_DEFAULTS = {
     "client.dns.lookup": "use_all_dns_ips",
     "client.id": "",
+    "logger": None,                    # confluent-kafka's Python-only settings
+    "error.cb": None,
     "acks": -1,  # "all"
     "enable.idempotence": True,
     "linger.ms": 5,
@@ -428,7 +430,7 @@ def test_implicit_idempotence_disabled_by_acks(caplog):
         cfg = ProducerConfig(bootstrap_servers=BS, acks=0)
     assert cfg.enable_idempotence is False
     assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records] == [
-        ("kproducer", logging.INFO,
+        ("kproducer.config", logging.INFO,
          "Idempotence will be disabled because acks is set to 0, not set to 'all'.")]
 
 

@@ -70,7 +70,7 @@ def test_bytes_after_the_last_field_are_logged_once_per_connection_and_api(clust
     assert lines, "the mock's extra Metadata byte was not noticed"
     # metadata.max.age.ms=0 refreshed metadata many times; each connection logs it once.
     assert len(lines) == len(set(lines)) <= 6
-    assert sum(r.getMessage().startswith("node") and "MetadataResponse" in r.getMessage()
+    assert sum(r.getMessage().split("] ", 1)[-1].startswith("node") and "MetadataResponse" in r.getMessage()
                for r in caplog.records if "ready" not in r.getMessage()) == len(lines)
 
 

@@ -446,9 +446,10 @@ def test_a_raised_record_error_does_not_keep_the_raising_frame_alive(proxied_bro
         p.flush(10)
         assert fut.done()
 
-    # The producer logs the callback's error with its traceback, and a captured log record
-    # would keep the frames alive by itself.
-    log = logging.getLogger("kproducer")
+    # The producer logs the callback's error with its traceback (on kproducer.sender, the
+    # logger of the step that settles it), and a captured log record would keep the frames
+    # alive by itself.
+    log = logging.getLogger("kproducer.sender")
     log.disabled = True
     try:
         application()

@@ -176,9 +176,10 @@ cdef class ProducerBatch:
     def __releasebuffer__(self, Py_buffer *view):
         self.exports -= 1
 
-    def complete(self, int64_t base_offset, int64_t log_append_time, object error):
-        """Completes every record of the batch and gives its memory back."""
-        self.result.complete(base_offset, log_append_time, error)
+    def complete(self, int64_t base_offset, int64_t log_append_time, object error, object logger=None):
+        """Completes every record of the batch and gives its memory back; ``logger``: where
+        an exception of a callback is logged (the producer's; None: kproducer.accumulator)."""
+        self.result.complete(base_offset, log_append_time, error, logger)
         self.free_memory()
 
     def free_memory(self):

@@ -154,9 +154,11 @@ cdef class BatchResult:
             self._done_callbacks = []
         self._done_callbacks.append((index, fut, fn))
 
-    def complete(self, int64_t base_offset, int64_t log_append_time, object error):
+    def complete(self, int64_t base_offset, int64_t log_append_time, object error, object logger=None):
         """Records the outcome and runs every callback (errors in user callbacks are
-        logged, never raised)."""
+        logged on ``logger``, the producer's, or this module's: never raised)."""
+        if logger is None:
+            logger = log
         self.base_offset = base_offset
         self.log_append_time = log_append_time
         self.error = error
@@ -173,7 +175,7 @@ cdef class BatchResult:
                 try:
                     cb(error, md)
                 except Exception:
-                    log.exception("on_delivery callback %r raised; the producer carries on", cb)
+                    logger.exception("on_delivery callback %r raised; the producer carries on", cb)
                     if error is not None:
                         # Its frames (a closure may hold an untracked future): see RecordFuture.
                         error.__traceback__ = None
@@ -183,7 +185,7 @@ cdef class BatchResult:
                 try:
                     fn(fut)
                 except Exception:
-                    log.exception("future done-callback %r raised; the producer carries on", fn)
+                    logger.exception("future done-callback %r raised; the producer carries on", fn)
             self._done_callbacks = None
 
 
