@@ -40,13 +40,14 @@ def _middle(index: int) -> float:
 class LatencyHistogram:
     """Counts of latencies in µs since it was made (or :meth:`clear`-ed)."""
 
-    __slots__ = ("_counts", "count", "total_us", "max_us")
+    __slots__ = ("_counts", "count", "total_us", "max_us", "min_us")
 
     def __init__(self) -> None:
         self._counts = [0] * _BUCKETS
         self.count = 0
         self.total_us = 0
         self.max_us = 0
+        self.min_us = 0
 
     def record(self, us: int) -> None:
         """One latency of ``us`` microseconds (a negative one counts as 0: clocks read by two
@@ -54,6 +55,8 @@ class LatencyHistogram:
         if us < 0:
             us = 0
         self._counts[_index(us)] += 1
+        if us < self.min_us or not self.count:
+            self.min_us = us
         self.count += 1
         self.total_us += us
         if us > self.max_us:
@@ -92,6 +95,27 @@ class LatencyHistogram:
             f"{prefix}_p99_ms": q(0.99) / 1000 if n else None,
             f"{prefix}_count": n,
         }
+
+    def window(self) -> dict:
+        """librdkafka's *window stats* of what was recorded (its ``rtt``, ``int_latency``,
+        ``throttle``, ``batchsize`` and ``batchcnt`` objects), in the unit recorded: ``min``,
+        ``max``, ``avg``, ``sum``, ``cnt``, ``stddev`` (from the buckets' middles),
+        ``hdrsize`` (the buckets' memory, as librdkafka's HdrHistogram reports its own),
+        ``p50``, ``p75``, ``p90``, ``p95``, ``p99``, ``p99_99`` and ``outofrange`` (values
+        beyond the last bucket, counted in it); all 0 when nothing was recorded. The
+        percentiles are within 1/16 of the exact value (nearest rank)."""
+        n = self.count
+        out = {"min": self.min_us, "max": self.max_us, "avg": self.total_us // n if n else 0,
+               "sum": self.total_us, "cnt": n, "stddev": 0, "hdrsize": _BUCKETS * 8}
+        if n:
+            mean = self.total_us / n
+            var = sum(c * (_middle(i) - mean) ** 2 for i, c in enumerate(self._counts) if c) / n
+            out["stddev"] = int(var ** 0.5)
+        for name, q in (("p50", 0.5), ("p75", 0.75), ("p90", 0.9), ("p95", 0.95),
+                        ("p99", 0.99), ("p99_99", 0.9999)):
+            out[name] = int(self.quantile_us(q)) if n else 0
+        out["outofrange"] = 0 if self.max_us < (1 << (_MAX_EXP + 1)) else self._counts[-1]
+        return out
 
     def __repr__(self) -> str:
         return f"<LatencyHistogram count={self.count} max_us={self.max_us}>"
