@@ -731,6 +731,10 @@ class NetworkClient:
             us = answer_us - send_us
             self.request_latency.record(us)
             ns.counters.answered(api_key, us)
+            if api_key == v.PRODUCE:
+                # The courier keeps only answers with no throttle (it leaves a throttled one
+                # to the step's produce_answered).
+                ns.counters.throttled(0)
         ns.in_flight.append(InFlightRequest(correlation_id, api_key, version, request, callback,
                                             send_ms, expect_response, sent, decoder=decoder,
                                             answer=answer, send_us=send_us))
@@ -913,13 +917,6 @@ class NetworkClient:
         self.throttle_time_ms_total += throttle_ms
         self.throttle_time_ms_max = max(self.throttle_time_ms_max, throttle_ms)
         log.debug("node %s: throttled for %d ms (a quota)", node_id, throttle_ms)
-
-    def produce_acknowledged(self, node_id: int) -> None:
-        """A Produce answer the courier read and found acknowledging every batch: no
-        throttle (the courier leaves a throttled answer to the step's produce_answered)."""
-        ns = self.nodes.get(node_id)
-        if ns is not None:
-            ns.counters.throttled(0)
 
     def _decode(self, ns: NodeState, entry, payload):
         """A response's fields; bytes after the last field its version defines are ignored,

@@ -136,6 +136,8 @@ class Producer:
         if cfg.statistics_interval_ms > 0 and cfg.stats_cb is not None:
             self._sender.statistics = StatisticsReporter(self, cfg.statistics_interval_ms, cfg.stats_cb)
         self._sender.start()
+        if self._sender.statistics is not None:
+            self._sender.wakeup()   # a first step, which names the first document's deadline
         # send() is the compiled SendPath.send bound here (the class's send() below calls the
         # same): the per-record path has no Python frame. What it cannot do alone (a fork,
         # serializers, a custom partitioner, interceptors, waiting for metadata or memory) it

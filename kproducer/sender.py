@@ -501,7 +501,6 @@ class Sender:
         if err is not None:
             self.on_produce(batches, None, err, req.node_id)
             return
-        self.client.produce_acknowledged(req.node_id)
         for b, (base_offset, log_append_time) in zip(batches, req.results):
             self._acknowledged(b, base_offset, log_append_time)
         self._after_responses(batches)
