@@ -45,16 +45,16 @@ class Sampler:
 
     def roll(self, now_ms: int) -> None:
         """Ends the current sample if its window is over (the steps call this when
-        ``next_roll_ms`` has come; so does every read)."""
+        ``next_roll_ms`` has come; so does every read), and drops the expired ones."""
         with self._lock:
             live = self._live
-            if now_ms - live[-1][0] < self.window_ms:
-                return
-            live.append((now_ms, self._read(), self._take_peaks()))
+            if now_ms - live[-1][0] >= self.window_ms:
+                live.append((now_ms, self._read(), self._take_peaks()))
+                self.next_roll_ms = now_ms + self.window_ms
+            # Java's purgeObsoleteSamples: samples that started samples * window ago or more.
             expire = self.samples * self.window_ms
             while len(live) > self.samples or (len(live) > 1 and now_ms - live[0][0] >= expire):
                 live.popleft()
-            self.next_roll_ms = now_ms + self.window_ms
 
     def view(self, now_ms: int, current: dict, peaks: dict) -> "SampleView":
         """What the live samples say at ``now_ms``, given the counters (``current``) and the
