@@ -147,7 +147,9 @@ def _statistics_cost(args, sizes, out_dir: str, started, argv) -> int:
           f"off {fmt(result['records_per_s_off'], ',.0f')} records/s, at "
           f"{result['interval_ms']} ms {fmt(result['records_per_s_on'], ',.0f')} records/s; "
           f"on/off {fmt(result['ratio_on_to_off'], '.4f')} (medians), median of the rounds' "
-          f"ratios {fmt(result['median_round_ratio'], '.4f')}"
+          f"ratios {fmt(result['median_round_ratio'], '.4f')}; CPU per record "
+          f"{fmt(result['cpu_us_per_record_off'], '.4f')} -> "
+          f"{fmt(result['cpu_us_per_record_on'], '.4f')} us ({fmt(result['cpu_ratio_on_to_off'], '.4f')})"
           + (f"; {len(failed)} runs FAILED" if failed else ""), flush=True)
     return 1 if failed else 0
 

@@ -366,8 +366,9 @@ def statistics_cost_runs(cluster: Cluster, records: int, rounds: int, args, prog
     """The ``defaults`` scenario's ``send()`` loop (kproducer at its defaults, 100 B keyed
     records) with statistics off and at ``statistics.interval.ms=1000`` (a ``stats_cb`` that
     keeps each document), ``rounds`` rounds on one broker, the two alternating their order
-    (:func:`alternating`); every run read back. Returns the rows and the ratio of the median
-    records/s, on to off (and the median of the rounds' ratios)."""
+    (:func:`alternating`); every run read back. Returns the rows and the ratios, on to off,
+    of the median records/s (and the median of the rounds' ratios) and of the median CPU
+    per record (the client process's, every thread: less moved by a shared machine)."""
     scenario = scenarios.by_name("defaults")
     arms = {"off": 0, "on": STATISTICS_INTERVAL_MS}
     rows = []
@@ -389,7 +390,13 @@ def statistics_cost_runs(cluster: Cluster, records: int, rounds: int, args, prog
         if len(pair) == 2:
             per_round.append(pair["on"]["records_per_s"] / pair["off"]["records_per_s"])
     median = statistics.median
+    cpu = {arm: [r["cpu_us_per_record"] for r in rows if r["ok"] and r["statistics"] == arm]
+           for arm in arms}
     return {"interval_ms": STATISTICS_INTERVAL_MS, "records": records, "rounds": rounds,
+            "cpu_us_per_record_off": median(cpu["off"]) if cpu["off"] else None,
+            "cpu_us_per_record_on": median(cpu["on"]) if cpu["on"] else None,
+            "cpu_ratio_on_to_off": (median(cpu["on"]) / median(cpu["off"])
+                                    if cpu["on"] and cpu["off"] else None),
             "records_per_s_off": median(rates["off"]) if rates["off"] else None,
             "records_per_s_on": median(rates["on"]) if rates["on"] else None,
             "ratio_on_to_off": (median(rates["on"]) / median(rates["off"])

@@ -4,7 +4,7 @@ counted, each where the work is done once per request, per batch or per connecti
 never per record or byte (a batch adds its record count; the bytes are the selector's own
 counters, csrc/kp_selector.c).
 
-Counters only grow. *Windows* (kproducer.histogram.LatencyHistogram: librdkafka's rolling
+Counters only grow. *Windows* (kproducer.histogram.Window: librdkafka's rolling
 ``rtt``, ``int_latency``, ``throttle``, ``batchsize`` and ``batchcnt``) exist only while
 ``statistics.interval.ms`` is on, and each statistics document takes them and starts new
 ones. *Peaks* (the largest value since the metrics' last sample, for Java's ``-max``
@@ -13,7 +13,7 @@ metrics) are taken by kproducer.sampled at each sample's end.
 
 from __future__ import annotations
 
-from kproducer.histogram import LatencyHistogram
+from kproducer.histogram import Window
 
 __all__ = ["NodeCounters", "PartitionCounters", "RemovedNodes", "SenderCounters"]
 
@@ -58,14 +58,11 @@ class NodeCounters:
             self.open_windows()
 
     def open_windows(self) -> None:
-        self.rtt, self.throttle, self.int_latency = (LatencyHistogram(), LatencyHistogram(),
-                                                     LatencyHistogram())
+        self.rtt, self.throttle, self.int_latency = Window(), Window(), Window()
 
-    def take_windows(self) -> tuple:
-        """``(rtt, throttle, int_latency)`` since the last take; new ones start."""
-        out = (self.rtt, self.throttle, self.int_latency)
-        self.open_windows()
-        return out
+    def windows(self) -> tuple:
+        """``(rtt, throttle, int_latency)``: Windows, or None while statistics are off."""
+        return self.rtt, self.throttle, self.int_latency
 
     def bytes(self) -> tuple:
         """``(sent, received)``: bytes written to and read from this node's connections
@@ -97,7 +94,7 @@ class NodeCounters:
             if us > self.latency_peak_us:
                 self.latency_peak_us = us
         if self.rtt is not None:
-            self.rtt.record(us)
+            self.rtt.add(us)
 
     def throttled(self, ms: int) -> None:
         """A Produce answer's ThrottleTimeMs (0: none)."""
@@ -108,7 +105,7 @@ class NodeCounters:
         if ms > self.throttle_peak_ms:
             self.throttle_peak_ms = ms
         if self.throttle is not None:
-            self.throttle.record(ms)
+            self.throttle.add(ms)
 
 
 class RemovedNodes:
@@ -171,9 +168,5 @@ class SenderCounters:
         """``(batchsize, batchcnt)`` windows of ``topic`` (windows on)."""
         w = self.topic_windows.get(topic)
         if w is None:
-            w = self.topic_windows[topic] = (LatencyHistogram(), LatencyHistogram())
+            w = self.topic_windows[topic] = (Window(), Window())
         return w
-
-    def take_topic_windows(self) -> dict:
-        out, self.topic_windows = self.topic_windows, {}
-        return out

@@ -253,6 +253,8 @@ class Sender:
             # counts of queued, in-flight and acknowledged records agree.
             if now >= reporter.due_ms:
                 reporter.emit(now)
+            elif now >= reporter.compact_ms:
+                reporter.compact(now)
             cap = min(cap, max(0, reporter.due_ms - now))
         muted = self.muted
         if self.txn is not None:
@@ -429,11 +431,11 @@ class Sender:
         topic's batchsize and batchcnt, its broker's int_latency (µs, one sample per batch:
         the time its first record waited)."""
         sizes, counts = self.counters.topic_window(b.topic)
-        sizes.record(size)
-        counts.record(records)
+        sizes.add(size)
+        counts.add(records)
         ns = self.client.nodes.get(node)
         if ns is not None and ns.counters.int_latency is not None:
-            ns.counters.int_latency.record(max(0, waited_ms) * 1000)
+            ns.counters.int_latency.add(max(0, waited_ms) * 1000)
 
     def _send_produce(self, node: int, batches: list, now: int) -> None:
         for b in batches:

@@ -29,7 +29,7 @@ import json
 import logging
 import time
 
-from kproducer.histogram import LatencyHistogram
+from kproducer.histogram import exact_window
 from kproducer.network import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED,
                                READY, REAUTHENTICATING)
 from kproducer.protocol import versions as v
@@ -69,12 +69,25 @@ class StatisticsReporter:
         self._buffer_memory = producer._config.buffer_memory
         self._started_us = time.monotonic_ns() // 1000
         self.due_ms = sender.time.mono_ms() + self.interval_ms
+        # Between documents, once a second: windows holding many values are folded into
+        # histograms (kproducer.histogram.Window.compact), which bounds their memory.
+        self.compact_ms = sender.time.mono_ms() + 1000
         self.emitted = 0
         # The windows exist from now on, and only while statistics are on.
         client.windows = True
         for ns in list(client.nodes.values()):
             ns.counters.open_windows()
         sender.counters.windows = True
+
+    def compact(self, now_ms: int) -> None:
+        self.compact_ms = now_ms + 1000
+        for ns in list(self.client.nodes.values()):
+            for w in ns.counters.windows():
+                if w is not None:
+                    w.compact()
+        for ws in list(self.sender.counters.topic_windows.values()):
+            for w in ws:
+                w.compact()
 
     def emit(self, now_ms: int) -> None:
         """Builds the document and calls ``stats_cb`` with it (the step that found it due)."""
@@ -165,7 +178,7 @@ class StatisticsReporter:
                 outbuf += 1
                 outbuf_msgs += _records(entry)
             sent, received = nc.bytes()
-            rtt, throttle, int_latency = nc.take_windows()
+            rtt, throttle, int_latency = nc.windows()
             out[name] = {
                 "name": name,
                 "nodeid": node_id,
@@ -197,7 +210,7 @@ class StatisticsReporter:
     def _topics(self, queued: dict, in_flight: dict) -> dict:
         cluster = self.metadata.cluster
         counters = self.sender.counters
-        windows = counters.take_topic_windows()
+        windows = counters.topic_windows
         updated = self.metadata.last_update_ms
         age = max(0, int(time.time() * 1000) - updated) if updated is not None else 0
         out = {}
@@ -242,5 +255,6 @@ def _records(entry) -> int:
         return 0
 
 
-def _window(hist) -> dict:
-    return (hist if hist is not None else LatencyHistogram()).window()
+def _window(window) -> dict:
+    """A Window's figures, and it starts again (empty ones while it did not exist)."""
+    return window.take() if window is not None else exact_window([])

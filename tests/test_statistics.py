@@ -235,3 +235,25 @@ def test_bad_settings_name_the_key(settings, key):
     with pytest.raises(ConfigError) as exc:
         Producer({"bootstrap.servers": "127.0.0.1:1", **settings})
     assert key in str(exc.value)
+
+
+def test_windows_are_exact_then_folded_into_a_histogram():
+    from kproducer.histogram import WINDOW_VALUES, Window
+
+    w = Window()
+    for v in (5, 1, 9, 3, 7):
+        w.add(v)
+    got = w.take()
+    assert (got["min"], got["max"], got["sum"], got["cnt"], got["avg"]) == (1, 9, 25, 5, 5)
+    assert (got["p50"], got["p99"], got["p99_99"]) == (5, 9, 9)
+    assert got["stddev"] == 2                          # sqrt(8)
+    assert w.take()["cnt"] == 0                        # a new window began
+    for v in range(WINDOW_VALUES + 1000):
+        w.add(v)
+    w.compact()                                        # the reporter's, between documents
+    assert len(w) == WINDOW_VALUES + 1000
+    w.add(10)
+    big = w.take()
+    assert big["cnt"] == WINDOW_VALUES + 1001 and big["min"] == 0
+    assert big["max"] == WINDOW_VALUES + 999
+    assert abs(big["p50"] - (WINDOW_VALUES + 1000) / 2) <= (WINDOW_VALUES + 1000) / 16
