@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import json
 import os
 import sys
 
@@ -95,7 +96,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--batch-size", type=int, default=1_000_000,
                     help="batch size in bytes for every client (default 1000000, librdkafka's)")
     ap.add_argument("--linger-ms", type=int, default=5, help="linger.ms for every client (5)")
+    ap.add_argument("--statistics-cost", action="store_true",
+                    help="only the cost of kproducer's statistics: the defaults scenario's send() "
+                         "loop with statistics.interval.ms=1000 against statistics off, --repeat "
+                         "rounds (default 10) alternating the two, every run read back; prints "
+                         "the ratio of records/s (on to off)")
     args = ap.parse_args(argv)
+    args.repeat_given = args.repeat is not None
     if args.headline and (args.full or args.scenarios):
         ap.error("--headline runs the headline view's scenarios: not with --full or --scenarios")
     args.view = scenarios.view_for(args.full, args.quick, args.headline, bool(args.scenarios))
@@ -114,6 +121,39 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def _statistics_cost(args, sizes, out_dir: str, started, argv) -> int:
+    """``--statistics-cost``: runner.statistics_cost_runs on the embedded broker (or
+    ``--bootstrap-servers``), written to ``statistics-cost.json`` in the output folder."""
+    rounds = args.repeat if args.repeat_given else 10
+    records = args.records or sizes.records
+    cluster = runner.Cluster(args.bootstrap_servers, args.partitions)
+    progress = runner.Progress(2 * rounds, "statistics cost",
+                               2 * rounds * runner.producer_estimate(clients.KPRODUCER_SEND, records))
+    cluster.start_scenario("defaults")
+    try:
+        result = runner.statistics_cost_runs(cluster, records, rounds, args, progress)
+    finally:
+        cluster.end_scenario()
+        progress.close()
+    result["started_at"] = started.isoformat(timespec="seconds")
+    result["command"] = ["python", "-m", "bench", *(sys.argv[1:] if argv is None else argv)]
+    with open(os.path.join(out_dir, "statistics-cost.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    failed = [r for r in result["runs"] if not r["ok"]]
+
+    def fmt(x, spec):
+        return "n/a" if x is None else format(x, spec)
+    print(f"send() loop, defaults scenario, {records:,} records x {rounds} rounds: statistics "
+          f"off {fmt(result['records_per_s_off'], ',.0f')} records/s, at "
+          f"{result['interval_ms']} ms {fmt(result['records_per_s_on'], ',.0f')} records/s; "
+          f"on/off {fmt(result['ratio_on_to_off'], '.4f')} (medians), median of the rounds' "
+          f"ratios {fmt(result['median_round_ratio'], '.4f')}; CPU per record "
+          f"{fmt(result['cpu_us_per_record_off'], '.4f')} -> "
+          f"{fmt(result['cpu_us_per_record_on'], '.4f')} us ({fmt(result['cpu_ratio_on_to_off'], '.4f')})"
+          + (f"; {len(failed)} runs FAILED" if failed else ""), flush=True)
+    return 1 if failed else 0
+
+
 def main(argv=None) -> int:
     from bench.environment import describe
 
@@ -129,6 +169,8 @@ def main(argv=None) -> int:
     out_dir = args.output or os.path.join("bench-results", started.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out_dir, exist_ok=True)
 
+    if args.statistics_cost:
+        return _statistics_cost(args, sizes, out_dir, started, argv)
     cluster_label = runner.Cluster(args.bootstrap_servers, args.partitions).describe()
     env = describe(cluster_label, with_java=scenarios.SPARK in args.names)
     view_label = view.name if not args.scenarios else (

@@ -132,10 +132,15 @@ def _timed_start():
     return time.perf_counter(), time.process_time()
 
 
-def run_kproducer(spec, conf, values, keys, many: bool):
+def run_kproducer(spec, conf, values, keys, many: bool, statistics=None):
+    """``statistics``: a list that the producer's ``stats_cb`` appends each document to
+    (``spec["statistics_interval_ms"]``: the statistics-cost run, bench.runner)."""
     from kproducer import Producer
 
     topic = spec["topic"]
+    if statistics is not None:
+        conf = {**conf, "statistics_interval_ms": spec["statistics_interval_ms"],
+                "stats_cb": statistics.append}
     p = Producer(**conf)
     every = spec.get("commit_every") or 0
     if every:
@@ -355,9 +360,11 @@ def run(spec: dict) -> dict:
     keys = make_keys(n) if keyed else None
     conf = settings(client, spec)
     rss_before_kib = status_kib("VmRSS")
+    documents = [] if spec.get("statistics_interval_ms") else None
     if client in (KPRODUCER_SEND, KPRODUCER_SEND_MANY):
         seconds, cpu, failed, first = run_kproducer(spec, conf, values, keys,
-                                                    many=client == KPRODUCER_SEND_MANY)
+                                                    many=client == KPRODUCER_SEND_MANY,
+                                                    statistics=documents)
     elif client == CONFLUENT_POLL:
         seconds, cpu, failed, first = run_confluent_poll(spec, conf, values, keys)
     elif client == CONFLUENT_BATCH:
@@ -369,7 +376,15 @@ def run(spec: dict) -> dict:
     else:
         raise SystemExit(f"unknown client {client!r}")
     shown = {k: v for k, v in conf.items() if "bootstrap" not in k} or {"own defaults": True}
-    return {"seconds": seconds, "cpu_seconds": cpu, "client_failed": failed,
+    extra = {}
+    if documents is not None:
+        # How many documents came, and the last one's count of records sent.
+        last = json.loads(documents[-1]) if documents else {}
+        extra = {"statistics_documents": len(documents),
+                 "statistics_txmsgs": last.get("txmsgs"),
+                 "statistics_interval_ms": spec["statistics_interval_ms"]}
+        shown = {**shown, "statistics.interval.ms": spec["statistics_interval_ms"]}
+    return {**extra, "seconds": seconds, "cpu_seconds": cpu, "client_failed": failed,
             "client_first_error": first, "rss_data_mib": rss_before_kib / 1024,
             "peak_rss_mib": status_kib("VmHWM") / 1024, "settings": shown,
             "defaults": DEFAULTS_NOTE[client]}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -288,14 +289,18 @@ def installed(distribution: str) -> bool:
 
 # ---- one producer run ---------------------------------------------------------------------
 
-def producer_run(cluster: Cluster, scenario, client: str, records: int, args, rep: int) -> dict:
+def producer_run(cluster: Cluster, scenario, client: str, records: int, args, rep: int,
+                 statistics_interval_ms: int = 0) -> dict:
+    """``statistics_interval_ms``: kproducer's statistics on at that interval, with a
+    ``stats_cb`` that keeps each document (:func:`statistics_cost_runs`)."""
     topic = cluster.new_topic(f"{scenario.name}-{client}")
     spec = {"client": client, "bootstrap": cluster.bootstrap, "topic": topic, "records": records,
             "value_size": scenario.value_size, "keyed": scenario.keyed, "acks": scenario.acks,
             "idempotence": scenario.idempotence, "compression": scenario.compression,
             "compression_level": scenario.compression_level, "linger_ms": args.linger_ms,
             "batch_size": args.batch_size, "commit_every": scenario.commit_every,
-            "own_defaults": scenario.own_defaults, "partitions": cluster.partitions}
+            "own_defaults": scenario.own_defaults, "partitions": cluster.partitions,
+            "statistics_interval_ms": statistics_interval_ms}
     module = "bench.ceiling" if client == ceiling.CLIENT else "bench.clients"
     row = {"scenario": scenario.name, "client": client, "rep": rep, "records": records,
            "topic": topic, "ok": False, "error": None}
@@ -331,6 +336,13 @@ def producer_run(cluster: Cluster, scenario, client: str, records: int, args, re
         problems.append(figures["client_first_error"])
     if not check["ok"]:
         problems.append(f"read-back: {check['error']}")
+    if statistics_interval_ms:
+        # A document every interval while the run lasted (the reporter ran under the load).
+        expected = int(figures["seconds"] * 1000 // statistics_interval_ms) - 1
+        if figures.get("statistics_documents", 0) < expected:
+            problems.append(f"statistics: {figures.get('statistics_documents', 0)} documents in "
+                            f"{figures['seconds']:.1f} s at statistics.interval.ms="
+                            f"{statistics_interval_ms}")
     if problems:
         row["error"] = "; ".join(problems)
         return row
@@ -343,6 +355,54 @@ def producer_run(cluster: Cluster, scenario, client: str, records: int, args, re
                broker_cpu_us_per_record=(None if row["broker_cpu_seconds"] is None
                                          else row["broker_cpu_seconds"] / records * 1e6))
     return row
+
+
+# ---- the cost of statistics ---------------------------------------------------------------
+
+STATISTICS_INTERVAL_MS = 1000
+
+
+def statistics_cost_runs(cluster: Cluster, records: int, rounds: int, args, progress) -> dict:
+    """The ``defaults`` scenario's ``send()`` loop (kproducer at its defaults, 100 B keyed
+    records) with statistics off and at ``statistics.interval.ms=1000`` (a ``stats_cb`` that
+    keeps each document), ``rounds`` rounds on one broker, the two alternating their order
+    (:func:`alternating`); every run read back. Returns the rows and the ratios, on to off,
+    of the median records/s (and the median of the rounds' ratios) and of the median CPU
+    per record (the client process's, every thread: less moved by a shared machine)."""
+    scenario = scenarios.by_name("defaults")
+    arms = {"off": 0, "on": STATISTICS_INTERVAL_MS}
+    rows = []
+    for rep in range(rounds):
+        for arm in alternating(list(arms), rep):
+            progress.show(f"statistics {arm}: {records:,} records (round {rep + 1} of {rounds})")
+            row = producer_run(cluster, scenario, clients.KPRODUCER_SEND, records, args, rep,
+                               statistics_interval_ms=arms[arm])
+            row["statistics"] = arm
+            rows.append(row)
+            progress.step(producer_estimate(clients.KPRODUCER_SEND, records))
+            if not row["ok"]:
+                print(f"\nFAILED statistics {arm}: {row['error']}", file=sys.stderr)
+    rates = {arm: [r["records_per_s"] for r in rows if r["ok"] and r["statistics"] == arm]
+             for arm in arms}
+    per_round = []
+    for rep in range(rounds):
+        pair = {r["statistics"]: r for r in rows if r["rep"] == rep and r["ok"]}
+        if len(pair) == 2:
+            per_round.append(pair["on"]["records_per_s"] / pair["off"]["records_per_s"])
+    median = statistics.median
+    cpu = {arm: [r["cpu_us_per_record"] for r in rows if r["ok"] and r["statistics"] == arm]
+           for arm in arms}
+    return {"interval_ms": STATISTICS_INTERVAL_MS, "records": records, "rounds": rounds,
+            "cpu_us_per_record_off": median(cpu["off"]) if cpu["off"] else None,
+            "cpu_us_per_record_on": median(cpu["on"]) if cpu["on"] else None,
+            "cpu_ratio_on_to_off": (median(cpu["on"]) / median(cpu["off"])
+                                    if cpu["on"] and cpu["off"] else None),
+            "records_per_s_off": median(rates["off"]) if rates["off"] else None,
+            "records_per_s_on": median(rates["on"]) if rates["on"] else None,
+            "ratio_on_to_off": (median(rates["on"]) / median(rates["off"])
+                                if rates["on"] and rates["off"] else None),
+            "median_round_ratio": median(per_round) if per_round else None,
+            "round_ratios": per_round, "runs": rows}
 
 
 # ---- the latency and asyncio scenarios --------------------------------------------------

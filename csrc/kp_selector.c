@@ -147,6 +147,10 @@ typedef struct kp_conn {
     kp_frame_rx rx;
     uint64_t bytes_sent;
     uint64_t bytes_received;
+    /* Over the id's life, every connection made under it (never reset): the statistics'
+       per-broker bytes, read by kp_selector_totals whether a connection is open or not. */
+    uint64_t total_sent;
+    uint64_t total_received;
     SSL *ssl;               /* TLS session; NULL for plaintext */
     uint8_t tls_handshaking;       /* TCP is up, SSL_connect not done yet (state CONNECTING) */
     uint8_t tls_want;              /* what the handshake waits for: KP_EV_READ or KP_EV_WRITE */
@@ -589,6 +593,7 @@ static ssize_t conn_send_rest(kp_conn *c)
     }
     c->tx_off += (size_t)w;
     c->bytes_sent += (uint64_t)w;
+    c->total_sent += (uint64_t)w;
     if (c->tx_off == c->tx.len) c->tx_done_us = kp_mono_us();
     return w;
 }
@@ -626,6 +631,7 @@ static int tls_send_rest(kp_conn *c, int *sys)
             return SSL_get_error(c->ssl, w);
         c->tx_off += (size_t)w;
         c->bytes_sent += (uint64_t)w;
+        c->total_sent += (uint64_t)w;
         budget -= (size_t)w < budget ? (size_t)w : budget;
     }
     if (c->tx_off == c->tx.len) c->tx_done_us = kp_mono_us();
@@ -731,6 +737,7 @@ static int conn_read(kp_selector *s, int32_t id, kp_conn *c)
             return -1;
         }
         c->bytes_received += (uint64_t)r;
+        c->total_received += (uint64_t)r;
         budget -= (size_t)r;
         if (conn_feed(s, id, c, s->scratch, (size_t)r) < 0) return -1;
         if ((size_t)r < want) return 0; /* short read: the socket is drained */
@@ -838,6 +845,7 @@ static int conn_read_tls(kp_selector *s, int32_t id, kp_conn *c)
             return conn_tls_fail(s, id, c, e, sys);
         }
         c->bytes_received += (uint64_t)r;
+        c->total_received += (uint64_t)r;
         budget -= (size_t)r < budget ? (size_t)r : budget;
         if (conn_feed(s, id, c, s->scratch, (size_t)r) < 0) return -1;
     }
@@ -1118,5 +1126,13 @@ kp_status kp_selector_stats(const kp_selector *s, int32_t id, kp_sel_stats *out)
     out->bytes_received = c->bytes_received;
     out->send_total = c->tx.len;
     out->send_remaining = c->tx.len - c->tx_off;
+    return KP_OK;
+}
+
+kp_status kp_selector_totals(const kp_selector *s, int32_t id, uint64_t *sent, uint64_t *received)
+{
+    if (!id_ok(s, id) || !sent || !received) return KP_ERR_INVALID;
+    *sent = s->conns[id].total_sent;
+    *received = s->conns[id].total_received;
     return KP_OK;
 }

@@ -296,5 +296,8 @@ int32_t kp_selector_max_connections(const kp_selector *s);
 int32_t kp_selector_max_frame_size(const kp_selector *s);
 /* Counters of a connection; KP_ERR_INVALID or KP_ERR_NOT_FOUND. */
 kp_status kp_selector_stats(const kp_selector *s, int32_t id, kp_sel_stats *out);
+/* Bytes written to and read from id's connections over the selector's life (every
+ * connection made under the id, open or closed now); KP_ERR_INVALID. */
+kp_status kp_selector_totals(const kp_selector *s, int32_t id, uint64_t *sent, uint64_t *received);
 
 #endif /* KP_SELECTOR_H */

@@ -22,7 +22,7 @@ TLS: a :class:`TlsContext` (OpenSSL, csrc/kp_tls.c) passed to
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.pycapsule cimport PyCapsule_New
-from libc.stdint cimport int32_t, uint8_t, INT32_MAX
+from libc.stdint cimport int32_t, uint8_t, uint64_t, INT32_MAX
 from libc.limits cimport INT_MAX
 
 from kproducer._cdefs.common cimport *
@@ -360,6 +360,14 @@ cdef class Selector:
         if st != KP_OK:
             raise_kp_error(st, NULL, "stats", None, 0, conn_id)
         return ConnectionStats(s.bytes_sent, s.bytes_received, s.send_remaining, s.send_total)
+
+    def totals(self, int conn_id):
+        """``(bytes_sent, bytes_received)`` over every connection made under ``conn_id``
+        since the selector was made, open or closed now (the statistics' per-broker bytes)."""
+        cdef uint64_t sent = 0, received = 0
+        self._check_id(conn_id)
+        kp_selector_totals(self.sel, conn_id, &sent, &received)
+        return sent, received
 
     # -- I/O -----------------------------------------------------------------------
     cdef object _stage(self, int conn_id, object data, bint add_prefix, str what):

@@ -320,6 +320,7 @@ async def _memory(p: Producer, loop, deadline: float) -> None:
         raise KafkaError(f"a batch of {need} bytes can never fit buffer.memory={pool.total}")
     remaining = deadline - time.monotonic()
     if remaining <= 0:
+        pool.waited(0, True)        # buffer-exhausted-total (the time was counted below)
         raise KafkaTimeoutError(
             f"failed to allocate {need} bytes of buffer.memory ({pool.used} of {pool.total} in "
             f"use) within max.block.ms={int(p._max_block_s * 1000)}")
@@ -330,10 +331,12 @@ async def _memory(p: Producer, loop, deadline: float) -> None:
     p._sender.wakeup()
     # At most 100 ms at a time: a closed producer or a fatal error is noticed meanwhile.
     timer = loop.call_later(min(remaining, 0.1), _wake, waiter)
+    started = time.perf_counter_ns()
     try:
         await waiter
     finally:
         timer.cancel()
+        pool.waited(time.perf_counter_ns() - started)   # bufferpool-wait-time-ns-total
 
 
 def _wake(waiter: asyncio.Future) -> None:

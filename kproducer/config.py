@@ -404,6 +404,22 @@ _DEFS = [
             "import (a list, or a comma-separated str). Their exceptions are logged and "
             "swallowed. With none (None), send() keeps its compiled path. See "
             "docs/serializers-and-interceptors.md."),
+    # Statistics (librdkafka's names) and the Java-named metrics' samples (Java's names):
+    # kproducer.statistics, kproducer.java_metrics.
+    Setting("statistics.interval.ms", "int", 0,
+            "librdkafka's statistics: every this many ms, stats_cb is called with a JSON "
+            "document in librdkafka's statistics layout (0: off). See "
+            "docs/observability.md.", min=0, max=86400000),
+    Setting("stats.cb", "callable", None,
+            "confluent-kafka's stats_cb, Python-only: called with the statistics document (a "
+            "JSON str) every statistics.interval.ms, on the thread that runs the producer's "
+            "step then (as delivery callbacks); its exceptions are logged and swallowed."),
+    Setting("metrics.sample.window.ms", "long", 30000,
+            "The window of one sample of the Java-named metrics' rates, averages and maxima "
+            "(metrics()).", min=1),
+    Setting("metrics.num.samples", "int", 2,
+            "How many samples of metrics.sample.window.ms the Java-named metrics' rates, "
+            "averages and maxima cover.", min=1),
 ]
 SETTINGS: Mapping[str, Setting] = {s.name: s for s in _DEFS}
 """Every setting kproducer implements, by dotted name, in definition order."""
@@ -427,8 +443,6 @@ UNSUPPORTED: Mapping[str, str] = {
     # Java producer settings kproducer does not implement, with the reason given.
     "partitioner.class": "pass a Python callable as 'partitioner' instead",
     "metric.reporters": _METRICS,
-    "metrics.sample.window.ms": _METRICS,
-    "metrics.num.samples": _METRICS,
     "metrics.recording.level": _METRICS,
     "enable.metrics.push": _METRICS,
     "transaction.two.phase.commit.enable": _TRANSACTIONS,

@@ -385,6 +385,12 @@ class Metadata:
         return self._version
 
     @property
+    def last_update_ms(self) -> Optional[int]:
+        """The wall-clock ms of the last update (partial ones too), None before the first:
+        the metrics' metadata-age and the statistics' metadata_age."""
+        return self._last_answer_ms
+
+    @property
     def closed(self) -> bool:
         return self._closed
 

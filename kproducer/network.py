@@ -43,6 +43,7 @@ from kproducer.clock import SYSTEM_TIME
 from kproducer.error_reporter import ErrorReporter
 from kproducer.errors import (AuthenticationError, KafkaError, KafkaTimeoutError, NetworkError,
                               ProtocolError, SslAuthenticationError, UnsupportedVersionError)
+from kproducer.counters import NodeCounters, RemovedNodes
 from kproducer.histogram import LatencyHistogram
 from kproducer.log_context import LogContext
 from kproducer.protocol import messages as m
@@ -182,6 +183,9 @@ class NodeState:
     failing_since_ms: int = 0
     down: bool = False
     last_error: Optional[Exception] = None
+    # Counters of this node's connections (kproducer.statistics, kproducer.java_metrics),
+    # counted per request or connection event, never per record or byte.
+    counters: NodeCounters = field(default_factory=NodeCounters)
 
 
 class NetworkClient:
@@ -210,8 +214,17 @@ class NetworkClient:
         # OAUTHBEARER, whose token login starts now and wakes the poll after each attempt),
         # or None without SASL.
         self.sasl = sasl
-        # KIP-368 re-authentications that succeeded (Producer.metrics() may show them).
+        # KIP-368 re-authentications that succeeded, and the authentications (first and
+        # re-) that succeeded and failed (Java's successful-/failed-(re)authentication-total).
         self.reauthentications = 0
+        self.authentications = 0
+        self.authentication_failures = 0
+        self.reauthentication_failures = 0
+        # Whether the nodes keep statistics windows (statistics.interval.ms > 0): the
+        # per-request round trips by node, librdkafka's ``rtt``.
+        self.windows = False
+        # What the nodes removed since (remove_node) had counted: the totals add it.
+        self.removed = RemovedNodes()
         # (node_id, AuthenticationError) not yet taken by the Sender (take_auth_failures).
         self.auth_failures: list = []
         # Why the last connection attempt failed (None once a connection is ready): the
@@ -266,11 +279,13 @@ class NetworkClient:
             return
         if not self._free_slots:
             raise NetworkError("too many broker connections")
-        self.nodes[node_id] = NodeState(node_id, host, port, self._free_slots.pop())
+        ns = self.nodes[node_id] = NodeState(node_id, host, port, self._free_slots.pop())
+        ns.counters.start(self.selector, ns.slot, self.windows)
 
     def remove_node(self, node_id: int) -> None:
         ns = self.nodes.pop(node_id, None)
         if ns is not None:
+            self.removed.absorb(ns.counters)    # the totals keep what it counted
             self._disconnect(ns, NetworkError(f"node {node_id} left the cluster"), self.time.mono_ms(),
                              lost=False)
             self._free_slots.append(ns.slot)
@@ -355,6 +370,7 @@ class NetworkClient:
     # -- connecting --------------------------------------------------------------------
 
     def _connect(self, ns: NodeState, now: int) -> None:
+        ns.counters.connects += 1
         ns.last_attempt_ms = now
         ns.connect_started_ms = now
         if _is_address(ns.host):
@@ -563,6 +579,9 @@ class NetworkClient:
             ns.session_end_ms = ns.reauth_at_ms = 0
         if ns.state == REAUTHENTICATING:
             self.reauthentications += 1
+        else:
+            self.authentications += 1
+        if ns.state == REAUTHENTICATING:
             self.log.debug("node %s re-authenticated with %s, session lifetime %d ms", ns.node_id,
                       self.sasl.mechanism, lifetime)
         else:
@@ -595,6 +614,10 @@ class NetworkClient:
         self._log_auth_failure(ns, exc)
         self.last_connect_error = exc
         self.auth_failures.append((ns.node_id, exc))
+        if ns.state == REAUTHENTICATING:
+            self.reauthentication_failures += 1
+        else:
+            self.authentication_failures += 1
         if ns.state != DISCONNECTED:
             self._disconnect(ns, exc, now)
 
@@ -730,12 +753,19 @@ class NetworkClient:
             callback(None, NetworkError(f"node {node_id} is not ready for its request"))
             return
         ns.last_activity_ms = send_ms
+        ns.counters.written(api_key)
         if not expect_response and sent:
             self._written_without_response(ns, correlation_id)
             callback(None, None)
             return
         if answer is not _NO_ANSWER and answer_us is not None and send_us >= 0:
-            self.request_latency.record(answer_us - send_us)
+            us = answer_us - send_us
+            self.request_latency.record(us)
+            ns.counters.answered(api_key, us)
+            if api_key == v.PRODUCE:
+                # The courier keeps only answers with no throttle (it leaves a throttled one
+                # to the step's produce_answered).
+                ns.counters.throttled(0)
         ns.in_flight.append(InFlightRequest(correlation_id, api_key, version, request, callback,
                                             send_ms, expect_response, sent, decoder=decoder,
                                             answer=answer, send_us=send_us))
@@ -819,6 +849,7 @@ class NetworkClient:
                     entry.sent = True
                     entry.send_us = written_us      # its round trip starts here
                     ns.last_activity_ms = now
+                    ns.counters.written(entry.api_key)
                     if not entry.expect_response:
                         ns.in_flight.remove(entry)
                         self._written_without_response(ns, entry.correlation_id)
@@ -859,6 +890,7 @@ class NetworkClient:
         try:
             cid = m.peek_correlation_id(payload)
         except ProtocolError as exc:
+            ns.counters.rxerrs += 1
             completions.extend(self._disconnect(ns, exc, now, run=False))
             return
         if cid in ns.discard:
@@ -867,17 +899,22 @@ class NetworkClient:
         if not ns.in_flight or ns.in_flight[0].correlation_id != cid:
             expected = ns.in_flight[0].correlation_id if ns.in_flight else None
             err = ProtocolError(f"node {ns.node_id} answered correlation id {cid}, expected {expected}")
+            ns.counters.rxcorriderrs += 1
             completions.extend(self._disconnect(ns, err, now, run=False))
             return
         entry = ns.in_flight.popleft()
+        us = None
         if entry.send_us >= 0:
-            self.request_latency.record(read_us - entry.send_us)
+            us = read_us - entry.send_us
+            self.request_latency.record(us)
+        ns.counters.answered(entry.api_key, us)
         try:
             if entry.decoder is not None:
                 resp = entry.decoder(entry.version, payload)
             else:
                 resp = self._decode(ns, entry, payload)
         except ProtocolError as exc:
+            ns.counters.rxerrs += 1
             completions.append((entry.callback, None, exc))
             completions.extend(self._disconnect(ns, exc, now, run=False))
             return
@@ -897,6 +934,7 @@ class NetworkClient:
         ns = self.nodes.get(node_id)
         if ns is None:
             return
+        ns.counters.throttled(throttle_ms)
         if trailing and v.PRODUCE not in ns.trailing_seen:
             ns.trailing_seen.add(v.PRODUCE)
             self.log.debug("node %s: %d byte(s) after the last field of ProduceResponse ignored",
@@ -950,6 +988,7 @@ class NetworkClient:
                     f"{what} within socket.connection.setup.timeout.ms={self.connection_setup_timeout_ms}"),
                     now, run=False))
             elif ns.in_flight and now - ns.in_flight[0].send_ms >= self.request_timeout_ms:
+                ns.counters.req_timeouts += 1
                 out.extend(self._disconnect(ns, KafkaTimeoutError(
                     f"request to node {ns.node_id} timed out after request.timeout.ms={self.request_timeout_ms}"),
                     now, run=False))
@@ -981,6 +1020,10 @@ class NetworkClient:
                   for e in ns.in_flight if not (e.sent and not e.expect_response)]
         failed += [(e.callback, None, exc or NetworkError(f"connection to node {ns.node_id} closed"))
                    for e, _ in ns.pending]
+        if was != DISCONNECTED:
+            ns.counters.disconnects += 1
+        if exc is not None:
+            ns.counters.txerrs += len(failed)
         ns.in_flight.clear()
         ns.pending.clear()
         ns.discard.clear()

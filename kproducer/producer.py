@@ -31,10 +31,12 @@ from kproducer.errors import InvalidTxnStateError, KafkaError, KafkaTimeoutError
 from kproducer.log_context import LogContext
 from kproducer.tls import tls_context
 from kproducer.metadata import Metadata
+from kproducer.java_metrics import JavaMetrics
 from kproducer.network import NetworkClient
 from kproducer.partitioner import custom_partition
 from kproducer.sender import Sender
 from kproducer.serialization import offer_cluster_id, record_serializer, serialize_columns
+from kproducer.statistics import StatisticsReporter
 from kproducer.transactions import CompleteTxn, PreparedTransaction
 from kproducer.turn import StepTurn
 
@@ -133,7 +135,17 @@ class Producer:
             self._client.set_node(-(i + 1), host, port)
         self._sender = Sender(cfg, self._acc, self._metadata, self._client, turn,
                               log_context=context, errors=errors)
+        # metrics()'s Java-named metrics, whose samples the Sender's steps end as they come
+        # due, and the statistics.interval.ms reporter, whose documents its steps build:
+        # both before the I/O thread starts.
+        self._java_metrics = JavaMetrics(self._sender, self._acc.pool, self._metadata,
+                                         cfg.metrics_sample_window_ms, cfg.metrics_num_samples)
+        self._sender.sampler = self._java_metrics.sampler
+        if cfg.statistics_interval_ms > 0 and cfg.stats_cb is not None:
+            self._sender.statistics = StatisticsReporter(self, cfg.statistics_interval_ms, cfg.stats_cb)
         self._sender.start()
+        if self._sender.statistics is not None:
+            self._sender.wakeup()   # a first step, which names the first document's deadline
         # send() is the compiled SendPath.send bound here (the class's send() below calls the
         # same): the per-record path has no Python frame. What it cannot do alone (a fork,
         # serializers, a custom partitioner, interceptors, waiting for metadata or memory) it
@@ -631,7 +643,14 @@ class Producer:
         ``produce_throttle_time_ms_total`` and ``_max``: the quota throttles brokers asked for
         in Produce answers (KIP-219), each honoured by sending nothing to that broker for as
         long; ``rebootstraps``: how often no known broker answered and the producer started
-        again from bootstrap.servers (metadata.recovery.strategy)."""
+        again from bootstrap.servers (metadata.recovery.strategy).
+
+        Beside them, Java's producer metrics under Java's names (kproducer.java_metrics):
+        the ``producer-metrics`` group at the top level (``record-send-rate``,
+        ``request-latency-avg``, ``buffer-available-bytes``, ...), and the
+        ``producer-topic-metrics`` and ``producer-node-metrics`` groups as dicts under those
+        keys, by topic and by ``node-<id>``; rates over metrics.num.samples samples of
+        metrics.sample.window.ms."""
         out = dict(self._sender.stats)
         client = self._sender.client
         out.update(produce_throttled_responses=client.throttled_responses,
@@ -642,6 +661,7 @@ class Producer:
         out.update(buffer_total_bytes=self._acc.pool.total, buffer_available_bytes=self._acc.pool.available,
                    queued_batches=self._acc.queued_batches(), producer_id=self._sender.producer_id,
                    producer_epoch=self._sender.producer_epoch, metadata_version=self._metadata.version)
+        out.update(self._java_metrics.read())
         return out
 
     @property

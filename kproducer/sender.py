@@ -42,6 +42,7 @@ from collections import defaultdict
 
 from kproducer._core import SenderTurn, batch_from_records
 from kproducer.codec import decode_batch
+from kproducer.counters import SenderCounters
 from kproducer.courier_handover import CourierHandover
 from kproducer.coordinator import CoordinatorRequests
 from kproducer.metadata_updater import MetadataUpdater
@@ -124,6 +125,14 @@ class Sender:
         self.awaiting_leader: set = set()
         self.acks0_nodes: set = set()                   # nodes that received acks=0 records
         self.stats = defaultdict(int, dict.fromkeys(COUNTERS, 0))
+        # Per partition and per batch counts of the statistics and the Java-named metrics
+        # (kproducer.counters); ``statistics``: the statistics.interval.ms reporter, and
+        # ``sampler``: the samples of the Java-named metrics' rates, both set by the
+        # producer (kproducer.statistics, kproducer.sampled); each takes one comparison
+        # per step when nothing is due.
+        self.counters = SenderCounters()
+        self.statistics = None
+        self.sampler = None
         self.fatal_error: Exception | None = None
         # Requests to a transaction or group coordinator (transactions, complete_transaction).
         self.coordinator = CoordinatorRequests(client, retry_backoff_ms=config.retry_backoff_ms,
@@ -248,6 +257,18 @@ class Sender:
             now = self.time.mono_ms()
             wall = self.time.wall_ms()
         cap = self.metadata_updater.maybe_update(now, wall)
+        sampler = self.sampler
+        if sampler is not None and now >= sampler.next_roll_ms:
+            sampler.roll(now)
+        reporter = self.statistics
+        if reporter is not None:
+            # Here, with what the courier did taken and the answers read: the document's
+            # counts of queued, in-flight and acknowledged records agree.
+            if now >= reporter.due_ms:
+                reporter.emit(now)
+            elif now >= reporter.compact_ms:
+                reporter.compact(now)
+            cap = min(cap, max(0, reporter.due_ms - now))
         muted = self.muted
         if self.txn is not None:
             # Partitions new to the transaction wait for AddPartitionsToTxn, asked for here,
@@ -385,6 +406,10 @@ class Sender:
         by_topic = defaultdict(list)
         stats = self.stats
         requeued = self.requeued
+        counters = self.counters
+        parts = counters.partitions
+        queue_ms = 0
+        windows = counters.windows
         for b in batches:
             by_topic[b.topic].append((b.partition, b))
             tp = (b.topic, b.partition)
@@ -396,9 +421,34 @@ class Sender:
             stats["batch_bytes"] += size
             if size > stats["max_batch_bytes"]:
                 stats["max_batch_bytes"] = size
+            if size > counters.batch_size_peak:
+                counters.batch_size_peak = size
+            n = b.record_count
+            pc = parts.get(tp) or counters.partition(tp)
+            pc.txmsgs += n
+            pc.txbytes += size
+            waited = b.drained_ms - b.created_ms
+            queue_ms += waited
+            if waited > counters.queue_time_peak_ms:
+                counters.queue_time_peak_ms = waited
+            if windows:
+                self._window_batch(b, node, size, n, waited)
+        counters.queue_time_total_ms += queue_ms
+        counters.queue_time_count += len(batches)
         stats["requests"] += 1
         stats["batches"] += len(batches)
         return list(by_topic.items())
+
+    def _window_batch(self, b, node: int, size: int, records: int, waited_ms: int) -> None:
+        """The statistics windows of a batch going out (statistics.interval.ms on): its
+        topic's batchsize and batchcnt, its broker's int_latency (µs, one sample per batch:
+        the time its first record waited)."""
+        sizes, counts = self.counters.topic_window(b.topic)
+        sizes.add(size)
+        counts.add(records)
+        ns = self.client.nodes.get(node)
+        if ns is not None and ns.counters.int_latency is not None:
+            ns.counters.int_latency.add(max(0, waited_ms) * 1000)
 
     def _send_produce(self, node: int, batches: list, now: int) -> None:
         for b in batches:
@@ -607,6 +657,7 @@ class Sender:
         if (retriable and not self.force_close and b.attempts < self.retries
                 and wall - b.created_ms < self.delivery_timeout_ms):
             self.stats["retries"] += 1
+            self.counters.partition(tp).retried += b.record_count
             self.log.debug("retrying %r after %s", b, exc)
             self.muted.add(tp)
             self.requeued.setdefault(tp, set()).add(b)
@@ -626,6 +677,7 @@ class Sender:
             parts.append(part)
             targets.extend((part.result, i) for i in range(part.record_count))
         b.result.redirect(targets)
+        self.counters.splits += 1
         b.free_memory()
         self.acc.track(*[p.result for p in parts])
         for part in reversed(parts):
@@ -634,7 +686,9 @@ class Sender:
         self.log.info("split %r into %d batches after MESSAGE_TOO_LARGE", b, len(parts))
 
     def _complete(self, b, base_offset: int, log_append_time: int) -> None:
-        self.stats["records_acked"] += b.record_count   # before complete() frees the batch
+        n = b.record_count                              # before complete() frees the batch
+        self.stats["records_acked"] += n
+        self.counters.partition((b.topic, b.partition)).acked += n
         b.complete(base_offset, log_append_time, None, self.log)
         self.acc.untrack(b.result)
 
@@ -649,6 +703,7 @@ class Sender:
             if not waiting:
                 del self.requeued[(b.topic, b.partition)]
         self.stats["records_failed"] += b.record_count
+        self.counters.partition((b.topic, b.partition)).failed += b.record_count
         b.complete(-1, -1, exc, self.log)
         self.acc.untrack(b.result)
         self.log.debug("failed %r: %s", b, exc)
@@ -678,6 +733,7 @@ class Sender:
         """A producer id from the transaction manager's InitProducerId: sequences restart."""
         self.producer_id = producer_id
         self.producer_epoch = epoch
+        self.counters.producer_ids += 1
         self.next_seq.clear()
         self.acc.reset_sequences()
 
@@ -727,6 +783,7 @@ class Sender:
                 self.errors.report(("fatal",), why)
             return
         renumber = self.producer_id >= 0
+        self.counters.producer_ids += 1
         self.producer_id = resp.producer_id
         self.producer_epoch = resp.producer_epoch
         self.next_seq.clear()

@@ -97,6 +97,10 @@ JAVA_DEFAULTS = {
     "value.serializer": None,
     "partitioner": None,
     "interceptor.classes": None,
+    "statistics.interval.ms": 0,       # librdkafka's default: off
+    "stats.cb": None,
+    "metrics.sample.window.ms": 30000,
+    "metrics.num.samples": 2,
 }
 
 

@@ -76,6 +76,7 @@ cdef extern from "kp_selector.h" nogil:
     int32_t kp_selector_max_connections(const kp_selector *s)
     int32_t kp_selector_max_frame_size(const kp_selector *s)
     kp_status kp_selector_stats(const kp_selector *s, int32_t id, kp_sel_stats *out)
+    kp_status kp_selector_totals(const kp_selector *s, int32_t id, uint64_t *sent, uint64_t *received)
     int kp_selector_flush(kp_selector *s, int32_t id)
     ctypedef struct kp_selector_fns:
         pass

@@ -979,6 +979,31 @@ cdef class RecordAccumulator:
             self._release()
         return out
 
+    def queue_stats(self):
+        """``[(topic, partition, batches, records, bytes)]`` of every non-empty queue: the
+        batches not sent yet, read under the lock (the statistics' ``msgq_cnt`` and
+        ``msgq_bytes``; nothing is counted per record)."""
+        cdef list out = []
+        cdef _TopicState st
+        cdef ProducerBatch b
+        cdef int32_t p
+        cdef Py_ssize_t records, size
+        self._acquire()
+        try:
+            for st in self._topics.values():
+                for p in range(st.num_partitions):
+                    q = st.queues[p]
+                    if not q:
+                        continue
+                    records = size = 0
+                    for b in q:
+                        records += b.w.count
+                        size += <Py_ssize_t>b.w.buf.len
+                    out.append((st.topic, p, len(q), records, size))
+        finally:
+            self._release()
+        return out
+
     def queued_batches(self):
         cdef Py_ssize_t n = 0
         cdef _TopicState st

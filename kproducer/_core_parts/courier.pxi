@@ -201,6 +201,7 @@ cdef list _courier_take(RecordAccumulator acc, int64_t now):
     cdef ProducerBatch b
     cdef _TopicState st
     cdef int32_t p
+    cdef int64_t now_us = kp_turn_now_us()
     if nr == 0:
         kp_courier_reset(c)
         return out
@@ -235,11 +236,13 @@ cdef list _courier_take(RecordAccumulator acc, int64_t now):
         b.closed = True
         b.w.buf.fixed = 0
         b.finished = True
-        b.drained_ms = now
+        req = <CourierRequest>out[batches[i].request]
+        # When its request went out, on the wall clock of created_ms: its queue time
+        # (record-queue-time, int_latency) ends there, not at this take.
+        b.drained_ms = now - (now_us - req.send_us) // 1000 if req.send_us <= now_us else now
         b.producer_id = plan.producer_id
         b.producer_epoch = plan.producer_epoch
         b.base_sequence = batches[i].base_sequence
-        req = <CourierRequest>out[batches[i].request]
         req.batches.append(b)
         if req.results is not None:
             req.results.append((batches[i].base_offset, batches[i].log_append_time_ms))

@@ -15,6 +15,11 @@ cdef class BufferPool:
     # that waits for memory runs the steps that free it, as flush() does, rather than leave
     # them to the watcher's grace for a thread that has just sent and then to the I/O thread.
     cdef readonly object run_steps_until
+    # Java's bufferpool-wait-time-ns-total and buffer-exhausted-total: time send() and
+    # send_many() spent waiting for memory (ns), and the waits that ran out of max.block.ms.
+    # Counted by the waits only, never on the path that finds memory free.
+    cdef readonly int64_t wait_time_ns_total
+    cdef readonly int64_t exhausted
 
     def __cinit__(self, Py_ssize_t total, run_steps_until=None):
         self.total = total
@@ -34,6 +39,13 @@ cdef class BufferPool:
         KafkaTimeoutError after ``timeout_s``; the caller then retries its append."""
         if n > self.total:
             raise KafkaError(f"a batch of {n} bytes can never fit buffer.memory={self.total}")
+        started = time.perf_counter_ns()
+        try:
+            self._wait_available(n, timeout_s)
+        finally:
+            self.wait_time_ns_total += time.perf_counter_ns() - started
+
+    def _wait_available(self, Py_ssize_t n, double timeout_s):
         deadline = time.monotonic() + timeout_s
         if self.run_steps_until is not None and self.used + n > self.total:
             self.waiters += 1       # meanwhile every batch is sendable (RecordAccumulator.ready)
@@ -47,6 +59,7 @@ cdef class BufferPool:
                 while self.used + n > self.total:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
+                        self.exhausted += 1
                         raise KafkaTimeoutError(
                             f"failed to allocate {n} bytes of buffer.memory ({self.used} of "
                             f"{self.total} in use) within max.block.ms={int(timeout_s * 1000)}")
@@ -60,6 +73,12 @@ cdef class BufferPool:
         if self._listeners is None:
             self._listeners = []
         self._listeners.append(fn)
+
+    def waited(self, int64_t ns, bint exhausted=False):
+        """A wait for memory that did not go through wait_available (kproducer.aio's):
+        ``ns`` nanoseconds, and whether it ran out of max.block.ms."""
+        self.wait_time_ns_total += ns
+        self.exhausted += exhausted
 
     cpdef void release(self, Py_ssize_t n):
         cdef list listeners
