@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
 import time
 
 from kproducer.histogram import exact_window
@@ -36,7 +35,6 @@ from kproducer.protocol import versions as v
 
 __all__ = ["StatisticsReporter"]
 
-log = logging.getLogger("kproducer")
 
 _instances = itertools.count(1)
 
@@ -63,6 +61,7 @@ class StatisticsReporter:
         self.client_id = producer.client_id
         self.name = f"{producer.client_id}#producer-{next(_instances)}"
         self.sender = sender = producer._sender
+        self.log = sender.log_context.logger(__name__)
         self.client = client = sender.client
         self.acc = producer._acc
         self.metadata = producer._metadata
@@ -97,13 +96,13 @@ class StatisticsReporter:
         try:
             text = json.dumps(self.document(), separators=(",", ":"))
         except Exception:
-            log.exception("kproducer: building the statistics document failed")
+            self.log.exception("building the statistics document failed")
             return
         self.emitted += 1
         try:
             self.callback(text)
         except Exception:
-            log.exception("kproducer: stats_cb %r raised; statistics go on", self.callback)
+            self.log.exception("stats_cb %r raised; statistics go on", self.callback)
 
     # -- the document ---------------------------------------------------------------------
 
