@@ -930,7 +930,7 @@ def test_a_provider_that_never_returns_is_named_when_max_block_ms_runs_out(make_
                       socket_connection_setup_timeout_ms=300, max_block_ms=2000) as p:
             with pytest.raises(KafkaTimeoutError, match="no OAUTHBEARER token yet from the token "
                                                         "provider .*stuck_provider for node"):
-                p.send("t", b"v")
+                p.send("t", b"v").result(0)
         assert time.monotonic() - started < 10      # close() does not wait for the provider
     finally:
         hang.set()

@@ -313,7 +313,7 @@ def test_wrong_password_fails_the_send_and_close_does_not_hang(gateway, caplog):
     try:
         # Not a KafkaTimeoutError after max.block.ms: the failure ends the metadata wait.
         with pytest.raises(AuthenticationError) as exc:
-            p.send("t", b"v")
+            p.send("t", b"v").result(0)     # a failed future, as Java's send()
         assert "SASL_AUTHENTICATION_FAILED" in str(exc.value)
         _assert_no_secrets(str(exc.value), repr(exc.value), repr(p), caplog.text)
         assert "not-" not in caplog.text
@@ -408,7 +408,7 @@ def test_a_silent_server_is_bounded_by_the_connection_setup_timeout(gateway, cap
     gateway.stall_sasl = True      # answers ApiVersions, then never SaslHandshake
     with _producer(gateway, socket_connection_setup_timeout_ms=300, max_block_ms=2000) as p:
         with pytest.raises(KafkaTimeoutError):
-            p.send("t", b"v")
+            p.send("t", b"v").result(0)
     # Each attempt was cut by the setup timeout and tried again on a new connection.
     assert "not established within socket.connection.setup.timeout.ms=300" in caplog.text
     assert gateway.stats()["connections_accepted"] >= 2
