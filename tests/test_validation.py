@@ -181,7 +181,7 @@ SEND_MANY_CASES = [
     ("headers-shared-bad-value", {"values": [b"a", b"b"], "headers": [("h", "text")]}, TypeError,
      r"header 0 \('h'\) value must be bytes-like or None, not str"),
     ("partition-str", {"values": [b"a"], "partition": "0"}, TypeError, r"partition must be an int or None, not str"),
-    ("partition-beyond-count", {"values": [b"a"], "partition": 2}, ValueError, r"partition 2 is not in the range \[0...1\]"),
+    ("partition-negative", {"values": [b"a"], "partition": -2}, ValueError, r"partition -2 is not in the range \[0...1\]"),
     ("on-delivery-not-callable", {"values": [b"a"], "on_delivery": 3}, TypeError, r"on_delivery must be callable"),
     ("oversized-value", {"values": [b"a", b"x" * LIMIT]}, RecordTooLargeError,
      rf"record 1: the record is {LIMIT + 82} bytes when serialized, larger than max.request.size={LIMIT}"),
