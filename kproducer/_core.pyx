@@ -60,14 +60,17 @@ from collections import deque, namedtuple
 
 from kproducer import compression as _compression
 from kproducer.backoff import ExponentialBackoff
-from kproducer.errors import KafkaError, KafkaTimeoutError, RecordTooLargeError
+from kproducer.errors import (BufferExhaustedError, KafkaError, KafkaTimeoutError,
+                              RecordTooLargeError)
 
 # Callbacks that raised outside a producer's step; a step's settlements log on the
 # producer's logger (BatchResult.complete's ``logger``).
 log = logging.getLogger("kproducer.accumulator")
 
 RecordMetadata = namedtuple("RecordMetadata", "topic partition offset timestamp")
-RecordMetadata.__doc__ = "Where an acknowledged record was written (offset -1 with acks=0)."
+RecordMetadata.__doc__ = ("Where an acknowledged record was written (offset -1 with acks=0); for a "
+                          "failed record its topic and partition (-1 when none was chosen), "
+                          "offset and timestamp -1.")
 _tuple_new = tuple.__new__
 
 # Sentinels append() returns when the caller must take the slow path.
@@ -75,6 +78,8 @@ NEED_METADATA = object()
 NEED_MEMORY = object()
 
 cdef enum:
+    # RecordAccumulator._place: the record is larger than max.request.size or buffer.memory.
+    PLACE_TOO_LARGE = -3
     # Outcomes of RecordAccumulator._append_open.
     NO_BATCH = 0
     APPENDED = 1

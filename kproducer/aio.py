@@ -62,8 +62,8 @@ from kproducer import _core
 from kproducer._core import NEED_MEMORY, NEED_METADATA, UNTRIED, LoopSlice, bind_slice
 from kproducer._core import bound_loop as _bound_loop
 from kproducer._core import wall_clock_ms
-from kproducer.errors import KafkaError, KafkaTimeoutError
-from kproducer.producer import Producer, _check_topic
+from kproducer.errors import BufferExhaustedError, KafkaError
+from kproducer.producer import SEND_FAILURES, Producer, _check_topic
 
 __all__ = ["AIOProducer", "loop_future"]
 
@@ -264,39 +264,46 @@ def _retrieved(task: asyncio.Task) -> None:
 
 
 async def _queue_when_possible(p: Producer, why, args: tuple):
-    """Waits on the loop, up to max.block.ms as Producer.send does and with its errors, for
-    what the record lacks (the topic's metadata, room in buffer.memory), then queues it."""
-    topic, value, key = args[0], args[1], args[2]
+    """Waits on the loop, up to max.block.ms as Producer.send does, for what the record lacks
+    (the topic's metadata, room in buffer.memory), then queues it; a record that fails
+    (a timeout, too large) gets a failed future and its callback, as from Producer.send."""
+    topic, value, key, partition = args[0], args[1], args[2], args[3]
     deadline = time.monotonic() + p._max_block_s
     checked = False
     loop = asyncio.get_running_loop()
-    while True:
-        if why is NEED_METADATA:
-            if not checked:
-                p._acc.check_fields(key, value, args[5])    # a bad record fails before any wait
-                checked = True
-            await _metadata(p, loop, topic, deadline)
-        else:
-            await _memory(p, loop, deadline)
-        why = p._send_path.try_send(*args)
-        if why is None:
-            return await _in_executor(loop, p.send, *args)
-        if why is not NEED_MEMORY and why is not NEED_METADATA:
-            return why
+    try:
+        while True:
+            if isinstance(why, KafkaError):     # try_send's: the record cannot be sent
+                raise why
+            if why is NEED_METADATA:
+                if not checked:
+                    p._acc.check_fields(key, value, args[5])    # a bad record fails before any wait
+                    checked = True
+                await _metadata(p, loop, topic, deadline, partition)
+            else:
+                await _memory(p, loop, deadline)
+            why = p._send_path.try_send(*args)
+            if why is None:
+                return await _in_executor(loop, p.send, *args)
+            if why is not NEED_MEMORY and why is not NEED_METADATA and not isinstance(why, KafkaError):
+                return why
+    except SEND_FAILURES as exc:
+        return p._send_failed(topic, partition, exc, args[6])
 
 
-async def _metadata(p: Producer, loop, topic: str, deadline: float) -> None:
-    """Until ``topic``'s partitions are known (Producer._wait_for_topic's loop, awaited: the
-    metadata calls back at its next update), up to ``deadline`` with the sync API's errors."""
-    p._wait_left(topic, NEED_METADATA, deadline)
+async def _metadata(p: Producer, loop, topic: str, deadline: float, partition=None) -> None:
+    """Until ``topic``'s partitions are known, more than ``partition`` if given
+    (Producer._wait_for_topic's loop, awaited: the metadata calls back at its next update), up
+    to ``deadline`` with the sync API's errors."""
+    p._wait_left(topic, NEED_METADATA, deadline, partition)
     md = p._metadata
     md.add(topic, wall_clock_ms())
-    while (version := p._topic_unknown(topic)) is not None:
+    while (version := p._topic_unknown(topic, partition)) is not None:
         if md.closed:
             raise KafkaError("requested metadata update after close")
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise p._no_metadata(topic)
+            raise p._no_metadata(topic, partition)
         waiter = loop.create_future()
         md.add_listener(functools.partial(_wake_threadsafe, loop, waiter))
         if md.version > version:    # updated before the listener was in
@@ -321,7 +328,7 @@ async def _memory(p: Producer, loop, deadline: float) -> None:
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         pool.waited(0, True)        # buffer-exhausted-total (the time was counted below)
-        raise KafkaTimeoutError(
+        raise BufferExhaustedError(
             f"failed to allocate {need} bytes of buffer.memory ({pool.used} of {pool.total} in "
             f"use) within max.block.ms={int(p._max_block_s * 1000)}")
     waiter = loop.create_future()
@@ -460,7 +467,7 @@ class AIOProducer:
                 self._follow_loop()
             why = p._send_path.try_send(topic, value, key, partition, timestamp_ms, headers,
                                         on_delivery)
-        if why is None or why is NEED_MEMORY or why is NEED_METADATA:
+        if why is None or why is NEED_MEMORY or why is NEED_METADATA or isinstance(why, KafkaError):
             return await _send_waiting(p, why, topic, value, key, partition, timestamp_ms,
                                        headers, on_delivery)
         return why
@@ -487,6 +494,15 @@ class AIOProducer:
         metadata or memory. Returns the SendManyResult; ``await`` it for every outcome."""
         return await _in_executor(asyncio.get_running_loop(), functools.partial(
             self.producer.send_many, topic, values, keys, **kwargs))
+
+    async def purge(self, in_queue=True, in_flight=True, blocking=True) -> None:
+        """``Producer.purge``; with ``blocking`` it waits for a step under way in an
+        executor, so the loop goes on meanwhile."""
+        p = self.producer
+        if not blocking:
+            p.purge(in_queue, in_flight, False)
+            return
+        await asyncio.get_running_loop().run_in_executor(None, p.purge, in_queue, in_flight, True)
 
     async def flush(self, timeout=None) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self.producer.flush, timeout)

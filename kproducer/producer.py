@@ -20,14 +20,17 @@ import os
 import threading
 import time
 
-from kproducer._core import (NEED_MEMORY, NEED_METADATA, RecordAccumulator, SendPath,
-                                    fork_generation, wall_clock_ms)
+from kproducer._core import (NEED_MEMORY, NEED_METADATA, RecordAccumulator, RecordFuture, SendPath,
+                             failed_future, failed_send_many, fork_generation, wall_clock_ms)
 from kproducer import interceptors as _interceptors
 from kproducer import producer_cache
 from kproducer.config import ProducerConfig
 from kproducer.coordinator import TxnResult
 from kproducer.error_reporter import ErrorReporter
-from kproducer.errors import InvalidTxnStateError, KafkaError, KafkaTimeoutError, TransactionTimeoutError
+from kproducer.errors import (AuthenticationError, BrokerResponseError, BufferExhaustedError,
+                              InvalidTxnStateError, KafkaError, KafkaTimeoutError,
+                              MetadataTimeoutError, PurgedError, RecordTooLargeError,
+                              TransactionTimeoutError)
 from kproducer.log_context import LogContext
 from kproducer.tls import tls_context
 from kproducer.metadata import Metadata
@@ -45,6 +48,12 @@ _client_ids = itertools.count(1)
 
 # Producer._send_slow's ``why`` once the interceptors' on_send has run: nothing tried yet.
 _INTERCEPTED = object()
+
+# The failures of a record that send() has taken (its arguments are valid): they fail its
+# future and call its callback instead of raising, as Java's doSend does for an ApiException
+# (a metadata or memory timeout, a record too large, a topic the broker refuses, a failed
+# authentication).
+SEND_FAILURES = (KafkaTimeoutError, RecordTooLargeError, BrokerResponseError, AuthenticationError)
 
 # Legal topic names (Kafka's Topic.validate): [a-zA-Z0-9._-], 1..249 characters, not "." or "..".
 _TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -187,15 +196,22 @@ class Producer:
         serializers accept: one taking two arguments is given a SerializationContext,
         see kproducer.serialization); ``headers`` a sequence of ``(str, bytes | None)``;
         ``on_delivery(err, metadata)`` runs on the I/O thread when the record is
-        acknowledged or fails. Blocks only while the topic's metadata is unknown or
-        ``buffer.memory`` is full, up to ``max.block.ms``, then raises
-        KafkaTimeoutError.
+        acknowledged or fails. Blocks only while the topic's metadata (with ``partition``)
+        is unknown or ``buffer.memory`` is full, up to ``max.block.ms``.
 
-        A record that can never be sent raises here and is not queued (its future and
-        callback are never made): wrong argument types (TypeError), an invalid topic name,
-        partition or timestamp (ValueError), a record larger than ``max.request.size`` or
-        ``buffer.memory`` (RecordTooLargeError naming its size and the limit; the producer
-        checks this itself, as not every broker does), a closed producer (KafkaError).
+        Once its arguments are valid, every failure of the record settles its future and
+        calls ``on_delivery(err, metadata)`` once, ``metadata`` carrying its topic and
+        partition (-1 when none was chosen) with offset -1, as Java's send() does: a
+        metadata timeout (MetadataTimeoutError, also for a ``partition`` the topic has not
+        got), no ``buffer.memory`` in time (BufferExhaustedError), a record larger than
+        ``max.request.size`` or ``buffer.memory`` (RecordTooLargeError naming its size and
+        the limit; the producer checks this itself, as not every broker does), a topic the
+        broker refuses, and every failure of its delivery later. These fail before send()
+        returns: the callback runs on the calling thread, the future is done.
+
+        Programming errors raise and queue nothing: wrong argument types (TypeError), an
+        invalid topic name, a negative partition or timestamp (ValueError), a closed
+        producer (KafkaError), a serializer's exception, a transaction's state.
 
         How it runs: each producer binds ``send`` to its compiled ``SendPath.send``
         (``_core_parts/send_path.pxi``), which this method calls too. It appends
@@ -224,6 +240,8 @@ class Producer:
         if self._txn is not None:
             self._txn.check_send()
         _check_topic(topic)
+        if isinstance(why, KafkaError):     # the accumulator refused the record (too large)
+            return self._send_failed(topic, partition, why, on_delivery)
         if why is None or why is _INTERCEPTED:
             why = None
             if self._serialize is not None:     # a serializer takes (obj, ctx)
@@ -236,25 +254,41 @@ class Producer:
         custom = self._custom_partitioner if partition is None else None
         deadline = time.monotonic() + self._max_block_s
         checked = False
-        while True:
-            if why is None:
-                n = self._acc.partition_count(topic) if custom is not None else None
-                if custom is not None and n is None:
-                    why = NEED_METADATA      # the custom partitioner needs the partition count
-                else:
-                    if custom is not None:
-                        partition = custom_partition(custom, topic, key, value, self._metadata.cluster, n)
-                        custom = None        # called once per record; None: the built-in choice
-                    why = self._acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
-                    if why is not NEED_METADATA and why is not NEED_MEMORY:
-                        if self._turn.watcher.pending:
-                            self._turn.step_from_app()
-                        return why
-            if why is NEED_METADATA and not checked:
-                self._acc.check_fields(key, value, headers)   # a bad record fails before any wait
-                checked = True
-            self._wait(topic, why, deadline)
-            why = None
+        try:
+            while True:
+                if why is None:
+                    n = self._acc.partition_count(topic) if custom is not None else None
+                    if custom is not None and n is None:
+                        why = NEED_METADATA      # the custom partitioner needs the partition count
+                    else:
+                        if custom is not None:
+                            partition = custom_partition(custom, topic, key, value, self._metadata.cluster, n)
+                            custom = None        # called once per record; None: the built-in choice
+                        why = self._acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
+                        if type(why) is RecordFuture:
+                            if self._turn.watcher.pending:
+                                self._turn.step_from_app()
+                            return why
+                        if isinstance(why, KafkaError):
+                            raise why
+                if why is NEED_METADATA and not checked:
+                    self._acc.check_fields(key, value, headers)   # a bad record fails before any wait
+                    checked = True
+                self._wait(topic, why, deadline, partition)
+                why = None
+        except SEND_FAILURES as exc:
+            return self._send_failed(topic, partition, exc, on_delivery)
+
+    def _send_failed(self, topic: str, partition, exc: KafkaError, on_delivery):
+        """Java's doSend for a record it took but could not queue: a future failed with
+        ``exc``, whose ``on_delivery`` (the interceptors' on_acknowledgement first, when
+        there are any) is called here with the record's topic and partition; a transaction
+        must abort (Java's maybeTransitionToErrorState)."""
+        exc.__traceback__ = None       # its frames hold this call's locals: the future keeps it
+        if self._txn is not None:
+            self._txn.abortable(exc)
+        self._sender.stats["records_failed"] += 1
+        return failed_future(topic, _partition_or_none(partition), exc, on_delivery)
 
     def _send_intercepted(self, topic, value, key, partition, timestamp_ms, headers, on_delivery):
         """send() past the interceptors' on_send (kproducer.interceptors): the record they
@@ -262,13 +296,14 @@ class Producer:
         return self._send_slow(topic, value, key, partition, timestamp_ms, headers, on_delivery,
                                _INTERCEPTED)
 
-    def _wait(self, topic: str, why, deadline: float) -> None:
+    def _wait(self, topic: str, why, deadline: float, partition=None) -> None:
         """Waits, until ``deadline`` (time.monotonic()), for what the accumulator lacked:
-        the topic's metadata (NEED_METADATA) or buffer memory (NEED_MEMORY). Raises
-        KafkaTimeoutError past the deadline, and the I/O thread's fatal error if it has one."""
-        remaining = self._wait_left(topic, why, deadline)
+        the topic's metadata, with ``partition`` if one is given (NEED_METADATA), or buffer
+        memory (NEED_MEMORY). Raises MetadataTimeoutError or BufferExhaustedError past the
+        deadline, and the I/O thread's fatal error if it has one."""
+        remaining = self._wait_left(topic, why, deadline, partition)
         if why is NEED_METADATA:
-            self._wait_for_topic(topic, remaining)
+            self._wait_for_topic(topic, remaining, partition)
         else:
             self._sender.wakeup()
             self._acc.pool.wait_available(self._acc.last_need, remaining)
@@ -322,14 +357,25 @@ class Producer:
                                                       topic, values, keys, headers)
         deadline = time.monotonic() + self._max_block_s
         while True:
-            # append_many waits for buffer memory itself (between chunks of the column).
+            # append_many waits for buffer memory itself (between chunks of the column), and
+            # fails the records it had no memory for within max.block.ms through the result.
             result = self._acc.append_many(topic, values, keys, partition, timestamps, headers, on_delivery,
                                            futures, max(0.0, deadline - time.monotonic()))
             if result is not NEED_METADATA:
                 if self._turn.watcher.pending:
                     self._turn.step_from_app()
                 return result
-            self._wait(topic, NEED_METADATA, deadline)
+            try:
+                self._wait(topic, NEED_METADATA, deadline, partition)
+            except SEND_FAILURES as exc:
+                # No metadata in time: every record fails through the result, its callback
+                # and its future, as send()'s would.
+                exc.__traceback__ = None
+                if self._txn is not None:
+                    self._txn.abortable(exc)
+                self._sender.stats["records_failed"] += len(values)
+                return failed_send_many(topic, len(values), _partition_or_none(partition), exc,
+                                        on_delivery, futures)
 
     def _cluster_id(self) -> str:
         """The cluster's id from the brokers' metadata, waiting for it up to max.block.ms
@@ -339,55 +385,64 @@ class Producer:
         while (cluster_id := self._metadata.cluster.cluster_id) is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._closed:
-                raise KafkaTimeoutError(f"the cluster id is not known within "
+                raise MetadataTimeoutError(f"the cluster id is not known within "
                                         f"max.block.ms={int(self._max_block_s * 1000)}")
             version = self._metadata.request_update()
             self._sender.wakeup()
             self._metadata.await_update(version, min(remaining, 0.5))
         return cluster_id
 
-    def _wait_left(self, topic: str, why, deadline: float) -> float:
+    def _wait_left(self, topic: str, why, deadline: float, partition=None) -> float:
         """The seconds a wait for ``why`` may take (kproducer.aio's waits ask too): raises
-        the I/O thread's fatal error, or KafkaTimeoutError when the deadline has passed."""
+        the I/O thread's fatal error, or past the deadline MetadataTimeoutError
+        (NEED_METADATA) or BufferExhaustedError (NEED_MEMORY)."""
         if self._sender.fatal_error is not None:
             raise self._sender.fatal_error
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            what = "metadata" if why is NEED_METADATA else "buffer memory"
-            raise KafkaTimeoutError(f"topic {topic!r}: {what} not available within "
-                                    f"max.block.ms={int(self._max_block_s * 1000)}")
+            if why is NEED_METADATA:
+                raise self._no_metadata(topic, partition)
+            raise BufferExhaustedError(f"topic {topic!r}: buffer memory not available within "
+                                       f"max.block.ms={int(self._max_block_s * 1000)}")
         return remaining
 
-    def _wait_for_topic(self, topic: str, timeout_s: float) -> None:
+    def _wait_for_topic(self, topic: str, timeout_s: float, partition=None) -> None:
         deadline = time.monotonic() + max(timeout_s, 0.0)
         self._metadata.add(topic, wall_clock_ms())
-        while (version := self._topic_unknown(topic)) is not None:
+        while (version := self._topic_unknown(topic, partition)) is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise self._no_metadata(topic)
+                raise self._no_metadata(topic, partition)
             self._metadata.await_update(version, min(remaining, 0.5))
 
-    def _topic_unknown(self, topic: str):
-        """None once ``topic``'s partitions are known (they are handed to the accumulator);
-        until then the metadata version an update must pass: one is requested and the I/O
-        thread woken. Raises the topic's fatal error (and the metadata's)."""
+    def _topic_unknown(self, topic: str, partition=None):
+        """None once ``topic``'s partitions are known, more than ``partition`` when one is
+        given (they are handed to the accumulator); until then the metadata version an
+        update must pass: one is requested and the I/O thread woken. Raises the topic's
+        fatal error (and the metadata's)."""
         self._metadata.maybe_raise_for_topic(topic)
         cluster = self._metadata.cluster
         n = cluster.num_partitions(topic)
         if n:
             self._acc.set_partition_count(topic, n, cluster.available_partition_ids(topic))
-            return None
+            if partition is None or partition < n:
+                return None
         version = self._metadata.request_update_for_topic(topic)
         self._sender.wakeup()
         return version
 
-    def _no_metadata(self, topic: str) -> KafkaTimeoutError:
+    def _no_metadata(self, topic: str, partition=None) -> MetadataTimeoutError:
+        n = self._metadata.cluster.num_partitions(topic)
+        if partition is not None and n:
+            return MetadataTimeoutError(
+                f"partition {partition} of topic {topic!r} with partition count {n} is not present "
+                f"in metadata after max.block.ms={int(self._max_block_s * 1000)}")
         # Name the cause when no broker could be reached (DNS failure, refused or silent
         # connection): "not present in metadata" alone sends users looking for a missing topic.
         why = self._client.last_connect_error
-        return KafkaTimeoutError(f"topic {topic!r} not present in metadata after "
-                                 f"max.block.ms={int(self._max_block_s * 1000)}"
-                                 + (f"; no broker reachable: {why}" if why else ""))
+        return MetadataTimeoutError(f"topic {topic!r} not present in metadata after "
+                                    f"max.block.ms={int(self._max_block_s * 1000)}"
+                                    + (f"; no broker reachable: {why}" if why else ""))
 
     # -- transactions (Java's KafkaProducer methods) --------------------------------------
 
@@ -537,6 +592,27 @@ class Producer:
         self._turn.run_steps_until(lambda: settled() or not acc.incomplete, deadline)
         return settled()
 
+    # -- purge, flush, close, introspection ------------------------------------------------
+
+    def purge(self, in_queue=True, in_flight=True, blocking=True) -> None:
+        """Fails records without waiting for them (confluent-kafka's ``Producer.purge``,
+        librdkafka's ``rd_kafka_purge``): ``in_queue``, those not sent yet; ``in_flight``,
+        those whose request awaits an answer (the answer is ignored when it comes). Each
+        fails with :class:`~kproducer.errors.PurgedError` (``in_flight`` says which),
+        through its future and its callback, on this thread; records sent afterwards are
+        not affected. With idempotence a purge of records in flight makes the producer take
+        a new producer id before it sends more (librdkafka bumps the epoch), so that later
+        records are accepted and in order; in a transaction, it must be aborted.
+
+        ``blocking=False`` does not wait for a Sender step under way: the next step purges
+        (callbacks then run on the thread running it) and this returns at once."""
+        if self._closed:
+            raise KafkaError("cannot purge: the producer is closed")
+        self._check_fork()
+        if not (in_queue or in_flight):
+            return
+        self._sender.purge(bool(in_queue), bool(in_flight), bool(blocking))
+
     # -- flush, close, introspection ------------------------------------------------------
 
     def flush(self, timeout=None) -> None:
@@ -676,6 +752,18 @@ class Producer:
         # process's cached producer for it (kproducer.producer_cache), so one captured in a
         # Spark UDF or foreachPartition closure becomes one producer per worker process.
         return producer_cache.reduce_producer(self)
+
+
+def _partition_or_none(partition) -> int:
+    """A failed record's partition for its RecordMetadata: -1 when none was chosen (or the
+    one asked for is no partition number)."""
+    if partition is None or isinstance(partition, bool):
+        return -1
+    try:
+        p = partition.__index__()
+    except (AttributeError, TypeError):
+        return -1
+    return p if 0 <= p < 2**31 else -1
 
 
 # -- arguments of send_offsets_to_transaction -----------------------------------------------

@@ -46,7 +46,7 @@ from kproducer.counters import SenderCounters
 from kproducer.courier_handover import CourierHandover
 from kproducer.coordinator import CoordinatorRequests
 from kproducer.metadata_updater import MetadataUpdater
-from kproducer.errors import KafkaError, KafkaTimeoutError, NetworkError
+from kproducer.errors import DeliveryTimeoutError, KafkaError, KafkaTimeoutError, NetworkError, PurgedError
 from kproducer.backoff import ExponentialBackoff
 from kproducer.clock import SYSTEM_TIME
 from kproducer.error_reporter import ErrorReporter
@@ -124,6 +124,11 @@ class Sender:
         # snapshot (_await_new_leader).
         self.awaiting_leader: set = set()
         self.acks0_nodes: set = set()                   # nodes that received acks=0 records
+        # Batches purged while in flight (purge()): their answers are ignored when they come.
+        self.purged: set = set()
+        # A purge() that did not wait for the step lock (blocking=False): (in_queue,
+        # in_flight), done as the next step begins.
+        self.pending_purge = None
         self.stats = defaultdict(int, dict.fromkeys(COUNTERS, 0))
         # Per partition and per batch counts of the statistics and the Java-named metrics
         # (kproducer.counters); ``statistics``: the statistics.interval.ms reporter, and
@@ -242,6 +247,8 @@ class Sender:
         now = self.time.mono_ms()
         wall = self.time.wall_ms()
         self.courier.take(now)
+        if self.pending_purge is not None:
+            self._purge(*self.pending_purge)
         for node, exc in self.client.take_auth_failures():
             self._on_auth_failure(node, exc, wall)
         for topic in self.acc.take_touched():
@@ -335,7 +342,7 @@ class Sender:
 
     def _expire(self, wall: int, timeout: int) -> int:
         for b in self.acc.expired(wall, self.delivery_timeout_ms):
-            self._fail(b, KafkaTimeoutError(
+            self._fail(b, DeliveryTimeoutError(
                 f"expiring {b.record_count} record(s) for {b.topic}-{b.partition}: "
                 f"{wall - b.created_ms} ms has passed since batch creation "
                 f"(delivery.timeout.ms={self.delivery_timeout_ms})"), wall)
@@ -483,6 +490,8 @@ class Sender:
             self.client.produce_answered(node, resp[2], resp[3])
             if len(resp) > 4 and resp[4]:
                 self._leaders_named(resp[4], resp[5])
+        if self.purged:
+            batches = self._unpurged(batches)
         if err is not None:
             # Connection lost, request timed out: every batch of the request is retriable.
             for b in batches:
@@ -516,9 +525,75 @@ class Sender:
         if err is not None:
             self.on_produce(batches, None, err, req.node_id)
             return
-        for b, (base_offset, log_append_time) in zip(batches, req.results):
+        results = req.results
+        if self.purged:
+            kept = self._unpurged(batches)
+            results = [r for b, r in zip(batches, results) if b in kept]
+            batches = kept
+        for b, (base_offset, log_append_time) in zip(batches, results):
             self._acknowledged(b, base_offset, log_append_time)
         self._after_responses(batches)
+
+    # -- purge -------------------------------------------------------------------------
+
+    def purge(self, in_queue: bool, in_flight: bool, blocking: bool) -> None:
+        """Producer.purge: fails the batches not yet sent (``in_queue``) and those awaiting
+        an answer (``in_flight``) with PurgedError, under the step lock; with ``blocking``
+        False and a step under way, the next step does it (librdkafka's
+        RD_KAFKA_PURGE_F_NON_BLOCKING) and this returns at once."""
+        turn = self.turn
+        if turn.in_step():              # a delivery callback: this thread is stepping
+            self._purge(in_queue, in_flight)
+            return
+        if not turn.lock.acquire(blocking):
+            q, f = self.pending_purge or (False, False)
+            self.pending_purge = (q or in_queue, f or in_flight)
+            self.wakeup()               # the step under way ends; the watcher wants the next
+            return
+        try:
+            turn.owner = threading.get_ident()
+            self.courier.take(self.time.mono_ms())
+            self._purge(in_queue, in_flight)
+            turn.step_safely()          # re-arms the courier, sends what came after
+        finally:
+            turn.owner = None
+            turn.lock.release()
+        self.wakeup()
+
+    def _purge(self, in_queue: bool, in_flight: bool) -> None:
+        """The purge itself, on the thread holding the step lock, the courier disarmed
+        (its sends taken: in flight now). A batch purged in flight had its sequence numbers
+        taken: with idempotence the producer takes a new producer id before it sends more
+        (as librdkafka bumps the epoch after purging in-flight messages), so later records
+        are accepted and in order; a transaction must abort."""
+        self.pending_purge = None
+        wall = self.time.wall_ms()
+        if in_queue:
+            err = PurgedError("purged before it was sent (purge(in_queue=True))", in_flight=False)
+            for b in self.acc.abort_all():
+                self._fail(b, err, wall)
+        if in_flight:
+            err = PurgedError("purged while its request awaited an answer (purge(in_flight=True)); "
+                              "the answer is ignored", in_flight=True)
+            batches = [b for lst in self.in_flight.values() for b in lst]
+            for b in batches:
+                self._remove_in_flight(b)
+                if self.acks != 0:
+                    self.purged.add(b)
+                self._fail(b, err, wall)
+            self._after_responses(batches)
+
+    def _unpurged(self, batches: list) -> list:
+        """``batches`` of an answered request without those purge() failed (whose answers
+        are ignored: they are forgotten here)."""
+        purged = self.purged
+        kept = []
+        for b in batches:
+            if b in purged:
+                purged.discard(b)
+            else:
+                kept.append(b)
+        return kept
 
     def _resent(self, tp, b) -> None:
         """``b`` goes in flight: if it was put back for a retry it is no longer waiting; while

@@ -208,9 +208,10 @@ def test_unreachable_broker_at_start_fails_clearly_within_max_block_ms(case):
                  socket_connection_setup_timeout_ms=500, request_timeout_ms=800,
                  reconnect_backoff_ms=20, reconnect_backoff_max_ms=100)
     try:
+        # send() and send_many() wait, then fail their records (Java's send()); partitions_for raises.
         calls = [("partitions_for", lambda: p.partitions_for("t")),
-                 ("send", lambda: p.send("t", b"v")),
-                 ("send_many", lambda: p.send_many("t", [b"v1", b"v2"]))]
+                 ("send", lambda: p.send("t", b"v").result(0)),
+                 ("send_many", lambda: p.send_many("t", [b"v1", b"v2"]).raise_for_errors())]
         for name, call in calls:
             t0 = time.monotonic()
             with pytest.raises(KafkaTimeoutError) as info:

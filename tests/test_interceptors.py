@@ -213,25 +213,28 @@ def test_interceptor_exceptions_are_logged_and_swallowed(broker, caplog):
     assert acked == [(None, md)]
 
 
-def test_send_failure_goes_to_on_acknowledgement_then_raises(broker):
+def test_send_failure_goes_to_on_acknowledgement(broker):
     broker.create_topic("fail", 2)
     rec = Recorder()
     called = []
     with Producer(bootstrap_servers=broker.bootstrap, max_request_size=1000,
                   interceptor_classes=[rec]) as p:
+        # Taken and failed (Java's send()): on_acknowledgement, then the application's callback.
+        fut = p.send("fail", b"x" * 5000, partition=1, on_delivery=lambda e, m: called.append(e))
         with pytest.raises(KafkaError, match="larger than max.request.size"):
-            p.send("fail", b"x" * 5000, partition=1, on_delivery=lambda e, m: called.append(e))
+            fut.result(0)
+        # Programming errors raise: on_acknowledgement only (Java's onSendError).
         with pytest.raises(ValueError):
-            p.send("fail", b"x", partition=7)               # no such partition
+            p.send("fail", b"x", partition=-7)              # no such partition
         with pytest.raises(TypeError):
             p.send("fail", 12345)                            # not bytes, no serializer
     acks = [e[2] for e in rec.log if e[1] == "ack"]
     assert len(acks) == 3
     (md0, err0), (md1, err1), (md2, err2) = acks
     assert md0 == RecordMetadata("fail", 1, -1, -1) and "max.request.size" in str(err0)
-    assert md1 == RecordMetadata("fail", 7, -1, -1) and isinstance(err1, ValueError)
+    assert md1 == RecordMetadata("fail", -7, -1, -1) and isinstance(err1, ValueError)
     assert md2 == RecordMetadata("fail", -1, -1, -1) and isinstance(err2, TypeError)
-    assert called == []              # send() raised: the application's callback is not called
+    assert called == [err0]          # only the record send() took reaches its callback
 
 
 def test_failed_delivery_reaches_on_acknowledgement_with_topic_and_partition(broker):
@@ -246,7 +249,8 @@ def test_failed_delivery_reaches_on_acknowledgement_with_topic_and_partition(bro
     assert len(acks) == 2
     for md, err in acks:
         assert isinstance(err, KafkaError) and md == RecordMetadata("late", 2, -1, -1)
-    assert len(user) == 1 and user[0][1] is None       # the callback as without interceptors
+    # The callback as without interceptors: Java's failed metadata.
+    assert len(user) == 1 and user[0][1] == RecordMetadata("late", 2, -1, -1)
 
 
 # -- send_many() -----------------------------------------------------------------------------
@@ -292,7 +296,7 @@ def test_send_many_failure_goes_to_on_acknowledgement_many(broker):
     many = ManyRecorder()
     with Producer(bootstrap_servers=broker.bootstrap, interceptor_classes=[many]) as p:
         with pytest.raises(ValueError):
-            p.send_many("bulkfail", [b"a", b"b"], partition=5)
+            p.send_many("bulkfail", [b"a", b"b"], partition=-5)
     (name, (columns, result, error), _) = many.log[1]
     assert name == "ack_many" and result is None and isinstance(error, ValueError)
     assert columns.topic == "bulkfail"

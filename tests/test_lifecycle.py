@@ -65,7 +65,7 @@ def _fault_cycle(bootstrap: str, n: int, *, expect_timeout: bool) -> None:
                      reconnect_backoff_ms=10, reconnect_backoff_max_ms=20)
         if expect_timeout:
             with pytest.raises(KafkaTimeoutError):
-                p.send("life", b"x")
+                p.send("life", b"x").result(0)      # a failed future, as Java's send()
         else:
             futs = [p.send("life", b"x" * 100) for _ in range(50)]
         p.close(10)

@@ -611,7 +611,7 @@ def test_token_failures_are_clear_errors_within_max_block_ms(make_gateway, failu
     with Producer(bootstrap_servers=gw.bootstrap, **OAUTH_BASE, oauth_cb=provider,
                   max_block_ms=5000, sasl_login_retry_backoff_ms=200) as p:
         with pytest.raises(AuthenticationError, match=expect) as exc:
-            p.send("t", b"v")
+            p.send("t", b"v").result(0)     # a failed future, as Java's send()
     assert time.monotonic() - started < 5
     if failure != "refused":
         assert isinstance(exc.value, TokenProviderError)
@@ -663,7 +663,7 @@ def test_oidc_over_sasl_ssl_trusts_what_the_brokers_trust(tmp_path, pki):
         assert idp.stats()["issued"] >= 1 and idp.last_request["form"]["scope"] == "kafka:write"
         with Producer(sasl_oauthbearer_client_credentials_client_secret="wrong", **common) as p:
             with pytest.raises(TokenProviderError, match='HTTP 401 .*invalid_client'):
-                p.send("oidc-topic", b"v")
+                p.send("oidc-topic", b"v").result(0)     # a failed future, as Java's send()
         got = read_back(tunnel.bootstrap, "oidc-topic", consumer_config={
             **READER, "security.protocol": "SASL_SSL", "ssl.ca.location": pki.ca_file})
         assert [(m.key, m.value) for m in got[1]] == records
@@ -684,7 +684,7 @@ def test_unreachable_token_endpoint_fails_sends_within_max_block_ms(make_gateway
                   sasl_oauthbearer_client_id="kp", sasl_oauthbearer_client_secret="x",
                   sasl_login_retry_backoff_ms=50, sasl_login_retry_backoff_max_ms=1000) as p:
         with pytest.raises(TokenProviderError, match="cannot reach it") as exc:
-            p.send("t", b"v")
+            p.send("t", b"v").result(0)     # a failed future, as Java's send()
     assert time.monotonic() - started < 8
     assert "OIDC token endpoint http://127.0.0.1" in str(exc.value)
 
@@ -892,7 +892,7 @@ def test_sends_fail_with_the_provider_error_once_the_token_expires(make_gateway)
                    "a connection refused for want of a token")
         started = time.monotonic()
         with pytest.raises(AuthenticationError) as exc:
-            p.send("another-topic", b"v")
+            p.send("another-topic", b"v").result(0)     # a failed future, as Java's send()
         assert time.monotonic() - started < 10
         _assert_names_the_provider_and_cause(exc.value)
     finally:
@@ -930,7 +930,7 @@ def test_a_provider_that_never_returns_is_named_when_max_block_ms_runs_out(make_
                       socket_connection_setup_timeout_ms=300, max_block_ms=2000) as p:
             with pytest.raises(KafkaTimeoutError, match="no OAUTHBEARER token yet from the token "
                                                         "provider .*stuck_provider for node"):
-                p.send("t", b"v")
+                p.send("t", b"v").result(0)
         assert time.monotonic() - started < 10      # close() does not wait for the provider
     finally:
         hang.set()

@@ -152,7 +152,7 @@ def test_failure_sets_error_status(broker, exporter):
     broker.create_topic("tfail", 1)
     p = Producer(bootstrap_servers=broker.bootstrap, linger_ms=60_000, max_request_size=2000)
     with pytest.raises(KafkaError, match="max.request.size"):
-        p.send("tfail", b"x" * 10_000)                 # fails in send()
+        p.send("tfail", b"x" * 10_000).result(0)       # fails in send(): a failed future
     fut = p.send("tfail", b"v")                        # fails later: closed before its linger
     p.close(timeout=0)
     assert isinstance(fut.exception(10), KafkaError)

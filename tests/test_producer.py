@@ -346,10 +346,11 @@ def test_bad_configs_and_arguments(broker):
             p.send("args", b"v", key="text")
         with pytest.raises(ValueError, match="invalid topic name"):
             p.send("bad topic!", b"v")
-        with pytest.raises(ValueError, match=r"partition 7 is not in the range \[0...1\]"):
-            p.send("args", b"v", partition=7)
+        with pytest.raises(ValueError, match=r"partition -1 is not in the range \[0...1\]"):
+            p.send("args", b"v", partition=-1)
+        # Java's contract: a record send() took fails its future (tests/test_failure_semantics.py).
         with pytest.raises(RecordTooLargeError, match="max.request.size=10000"):
-            p.send("args", b"x" * 20_000)
+            p.send("args", b"x" * 20_000).result(0)
         with pytest.raises(TypeError, match="header 0 key must be str"):
             p.send("args", b"v", headers=[(b"k", b"v")])
     with pytest.raises(KafkaError, match="closed"):
@@ -361,9 +362,10 @@ def test_absent_broker_blocks_then_raises_within_max_block_ms():
     port = free_port()
     with Producer(bootstrap_servers=f"127.0.0.1:{port}", max_block_ms=800) as p:
         t0 = time.monotonic()
-        with pytest.raises(KafkaTimeoutError, match="max.block.ms=800"):
-            p.send("nowhere", b"v")
+        fut = p.send("nowhere", b"v")       # the wait, then a failed future (Java's send)
         assert time.monotonic() - t0 >= 0.75
+        with pytest.raises(KafkaTimeoutError, match="max.block.ms=800"):
+            fut.result(0)
         t0 = time.monotonic()
         p.close(timeout=10)
         assert time.monotonic() - t0 < 10, "close does not hang"
@@ -379,9 +381,14 @@ def test_full_buffer_blocks_then_raises_and_delivery_timeout_fails_records(proxi
     p.send("bp", b"warm").result(10)
     proxy.stall(True)                                    # broker stops answering
     futures = []
-    with pytest.raises(KafkaTimeoutError, match="buffer.memory"):
-        for i in range(10_000):
-            futures.append(p.send("bp", os.urandom(1000)))
+    for i in range(10_000):
+        fut = p.send("bp", os.urandom(1000))
+        if fut.done() and isinstance(fut.exception(0), KafkaTimeoutError):
+            assert "buffer.memory" in str(fut.exception(0))   # a failed future, as Java's send()
+            break
+        futures.append(fut)
+    else:
+        raise AssertionError("buffer.memory never ran out")
     assert p.metrics()["buffer_available_bytes"] >= 0
     assert len(futures) * 1000 <= 200_000 + 16384, "memory stays bounded"
     # Every queued record fails with a clear timeout, none vanishes.

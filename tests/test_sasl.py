@@ -313,7 +313,7 @@ def test_wrong_password_fails_the_send_and_close_does_not_hang(gateway, caplog):
     try:
         # Not a KafkaTimeoutError after max.block.ms: the failure ends the metadata wait.
         with pytest.raises(AuthenticationError) as exc:
-            p.send("t", b"v")
+            p.send("t", b"v").result(0)     # a failed future, as Java's send()
         assert "SASL_AUTHENTICATION_FAILED" in str(exc.value)
         _assert_no_secrets(str(exc.value), repr(exc.value), repr(p), caplog.text)
         assert "not-" not in caplog.text
@@ -341,7 +341,7 @@ def test_a_wrong_server_signature_leaves_no_usable_connection(gateway):
     gateway.tamper_server_signature = True
     with _producer(gateway, "SCRAM-SHA-512", max_block_ms=60000) as p:
         with pytest.raises(AuthenticationError, match="signature does not match"):
-            p.send("t", b"v")
+            p.send("t", b"v").result(0)     # a failed future, as Java's send()
     # The gateway took the proof as good and was ready to forward; the client closed the
     # connection without sending a single request over it.
     stats = gateway.wait_for(lambda s: s["connections_active"] == 0)
@@ -352,7 +352,7 @@ def test_rfc_style_error_in_server_final(gateway):
     gateway.scram_error_attribute = True
     with _producer(gateway, "SCRAM-SHA-256", password="bad", max_block_ms=60000) as p:
         with pytest.raises(AuthenticationError, match="invalid-proof"):
-            p.send("t", b"v")
+            p.send("t", b"v").result(0)     # a failed future, as Java's send()
     assert gateway.stats()["bytes_after_auth"] == 0
 
 
@@ -361,7 +361,7 @@ def test_mechanism_not_enabled_at_the_server(gateway):
     with _producer(gateway, "PLAIN", max_block_ms=60000) as p:
         with pytest.raises(AuthenticationError,
                            match="does not enable SASL mechanism PLAIN; it enables SCRAM-SHA-512"):
-            p.send("t", b"v")
+            p.send("t", b"v").result(0)     # a failed future, as Java's send()
     assert gateway.stats()["unsupported_mechanism"] >= 1
 
 
@@ -408,7 +408,7 @@ def test_a_silent_server_is_bounded_by_the_connection_setup_timeout(gateway, cap
     gateway.stall_sasl = True      # answers ApiVersions, then never SaslHandshake
     with _producer(gateway, socket_connection_setup_timeout_ms=300, max_block_ms=2000) as p:
         with pytest.raises(KafkaTimeoutError):
-            p.send("t", b"v")
+            p.send("t", b"v").result(0)
     # Each attempt was cut by the setup timeout and tried again on a new connection.
     assert "not established within socket.connection.setup.timeout.ms=300" in caplog.text
     assert gateway.stats()["connections_accepted"] >= 2
@@ -433,7 +433,7 @@ def test_sasl_ssl_through_a_tls_terminator(tmp_path):
             assert [f.result(30).offset for f in futures] == list(range(20))
         with Producer(sasl_password="wrong", max_block_ms=60000, **tls) as p:
             with pytest.raises(AuthenticationError, match="SASL_AUTHENTICATION_FAILED"):
-                p.send("tls-topic", b"v")
+                p.send("tls-topic", b"v").result(0)     # a failed future, as Java's send()
         expect_records(tunnel.bootstrap, "tls-topic", {1: records}, exact_partitions=False,
                        consumer_config={**_librdkafka_sasl("SCRAM-SHA-512"), "security.protocol": "SASL_SSL",
                                         "ssl.ca.location": pki.ca_file})

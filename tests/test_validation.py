@@ -3,10 +3,11 @@ specific exception naming the problem, and nothing of the failed call is queued.
 
 Settings themselves are covered by tests/test_config.py; this is the matrix of the calls:
 ``send()``, ``send_many()``, ``flush()``/``close()`` timeouts and every call after
-``close()``. Records too large for ``max.request.size`` / ``buffer.memory`` raise
-RecordTooLargeError from the call itself (kafka-python and confluent-kafka raise too;
-Java fails the returned future instead): the producer checks the limits itself because a
-broker may not (Tansu never does).
+``close()``. A record too large for ``max.request.size`` / ``buffer.memory`` is no
+programming error: send() fails its future with RecordTooLargeError, as Java does (and a
+partition beyond the topic's count fails it after max.block.ms: tests/test_failure_semantics.py);
+send_many() checks every record before queueing any and raises, naming the index. The
+producer checks the limits itself because a broker may not (Tansu never does).
 """
 
 from __future__ import annotations
@@ -73,8 +74,6 @@ SEND_CASES = [
     ("key-int", {"key": 3}, TypeError, r"key must be bytes-like or None, not int"),
     ("key-dict", {"key": {}}, TypeError, r"key must be bytes-like or None, not dict"),
     ("partition-negative", {"partition": -1}, ValueError, r"partition -1 is not in the range \[0...1\] of topic 'valid'"),
-    ("partition-beyond-count", {"partition": 2}, ValueError, r"partition 2 is not in the range \[0...1\]"),
-    ("partition-huge", {"partition": 2**40}, ValueError, r"partition 1099511627776 is not in the range"),
     ("partition-str", {"partition": "1"}, TypeError, r"partition must be an int or None, not str"),
     ("partition-float", {"partition": 1.0}, TypeError, r"partition must be an int or None, not float"),
     ("partition-bool", {"partition": True}, TypeError, r"partition must be an int or None, not bool"),
@@ -91,13 +90,27 @@ SEND_CASES = [
     ("header-value-str", {"headers": [("k", "v")]}, TypeError, r"header 0 \('k'\) value must be bytes-like or None, not str"),
     ("header-value-int", {"headers": [("k", 5)]}, TypeError, r"header 0 \('k'\) value must be bytes-like or None, not int"),
     ("on-delivery-not-callable", {"on_delivery": 5}, TypeError, r"on_delivery must be callable\(err, metadata\) or None, not int"),
-    ("value-over-max-request-size", {"value": b"x" * LIMIT}, RecordTooLargeError,
+]
+
+# (id, send() keyword arguments, message regex): records send() takes and fails.
+TOO_LARGE_CASES = [
+    ("value-over-max-request-size", {"value": b"x" * LIMIT},
      rf"the record is {LIMIT + 82} bytes when serialized, larger than max.request.size={LIMIT}"),
-    ("key-over-max-request-size", {"key": b"k" * LIMIT}, RecordTooLargeError,
+    ("key-over-max-request-size", {"key": b"k" * LIMIT},
      rf"the record is \d+ bytes when serialized, larger than max.request.size={LIMIT}"),
-    ("headers-over-max-request-size", {"headers": [("h", b"x" * LIMIT)]}, RecordTooLargeError,
+    ("headers-over-max-request-size", {"headers": [("h", b"x" * LIMIT)]},
      rf"the record is \d+ bytes when serialized, larger than max.request.size={LIMIT}"),
 ]
+
+
+@pytest.mark.parametrize("override,match", [c[1:] for c in TOO_LARGE_CASES], ids=[c[0] for c in TOO_LARGE_CASES])
+def test_send_fails_a_record_too_large(producer, override, match):
+    called = []
+    fut = producer.send(TOPIC, **{"value": b"v", **override}, on_delivery=lambda err, md: called.append((err, md)))
+    with pytest.raises(RecordTooLargeError, match=match):
+        fut.result(0)
+    _assert_nothing_queued(producer)
+    assert called == [(fut.exception(0), (TOPIC, -1, -1, -1))]
 
 
 @pytest.mark.parametrize("override,exc,match", [c[1:] for c in SEND_CASES], ids=[c[0] for c in SEND_CASES])
@@ -168,7 +181,7 @@ SEND_MANY_CASES = [
     ("headers-shared-bad-value", {"values": [b"a", b"b"], "headers": [("h", "text")]}, TypeError,
      r"header 0 \('h'\) value must be bytes-like or None, not str"),
     ("partition-str", {"values": [b"a"], "partition": "0"}, TypeError, r"partition must be an int or None, not str"),
-    ("partition-beyond-count", {"values": [b"a"], "partition": 2}, ValueError, r"partition 2 is not in the range \[0...1\]"),
+    ("partition-negative", {"values": [b"a"], "partition": -2}, ValueError, r"partition -2 is not in the range \[0...1\]"),
     ("on-delivery-not-callable", {"values": [b"a"], "on_delivery": 3}, TypeError, r"on_delivery must be callable"),
     ("oversized-value", {"values": [b"a", b"x" * LIMIT]}, RecordTooLargeError,
      rf"record 1: the record is {LIMIT + 82} bytes when serialized, larger than max.request.size={LIMIT}"),
@@ -207,7 +220,7 @@ def test_oversized_is_fine_below_the_limit(producer):
 def test_record_over_buffer_memory(cluster):
     with Producer(bootstrap_servers=cluster.bootstrap, buffer_memory=3000, batch_size=1000) as p:
         with pytest.raises(RecordTooLargeError, match=r"the record is \d+ bytes .*larger than buffer.memory=3000"):
-            p.send(TOPIC, b"x" * 3000)
+            p.send(TOPIC, b"x" * 3000).result(0)
         with pytest.raises(RecordTooLargeError, match=r"record 0: .*larger than buffer.memory=3000"):
             p.send_many(TOPIC, [b"x" * 3000])
         assert p.send(TOPIC, b"fits").result(10).topic == TOPIC

@@ -134,6 +134,8 @@ cdef class RecordAccumulator:
     # out): a batch that fills then asks for no step of its own (_notify).
     cdef public bint windows_full
     cdef readonly Py_ssize_t last_need
+    # The size of the last record _place refused as too large (read under the lock).
+    cdef Py_ssize_t too_large_need
     cdef readonly Py_ssize_t max_request_size
     cdef Py_ssize_t _drain_index
     # BatchResults of batches not yet completed: flush() waits for a snapshot of these.
@@ -228,7 +230,9 @@ cdef class RecordAccumulator:
     cpdef object append(self, str topic, object partition, object key, object value,
                         object timestamp, object headers, object on_delivery):
         """Appends one record; returns its RecordFuture, or NEED_METADATA (partition
-        count unknown) / NEED_MEMORY (pool exhausted: reserve, then call again)."""
+        count unknown, or not above ``partition``) / NEED_MEMORY (pool exhausted: reserve,
+        then call again), or the RecordTooLargeError of a record that can never be sent
+        (not raised: the caller fails its future with it)."""
         cdef _TopicState st
         cdef int32_t p, n
         cdef int64_t ts, now
@@ -279,9 +283,17 @@ cdef class RecordAccumulator:
 
                 fixed_p = -1
                 if partition is not None:
+                    if want_p >= n:
+                        # Java waits for metadata that has the partition, up to max.block.ms
+                        # (the topic may be growing): the caller's wait, then a failed future.
+                        return NEED_METADATA
                     fixed_p = _partition_in_range(want_p, n, topic)
                 p = self._place(st, fixed_p, ts, kptr, klen, vptr, vlen, nh, now, &due)
                 if p < 0:
+                    if p == PLACE_TOO_LARGE:
+                        # Not queued: the record's error, which the caller gives to a failed
+                        # future and the callback (Java's doSend), never raised from here.
+                        return self._too_large_error(self.too_large_need, -1)
                     self._notify(due, now, False)      # the wait for memory needs the steps
                     return NEED_MEMORY
                 b = st.open_batches[p]
@@ -329,7 +341,9 @@ cdef class RecordAccumulator:
         else the murmur2 of its key, else the topic's sticky partition (switched when a
         batch fills, KIP-794). Appends to that partition's open batch, or starts a new
         batch from the pool. Returns the partition, or -1 when the pool has no room for a
-        new batch (``last_need`` is then the bytes to wait for). Lowers ``due`` (ms from now)
+        new batch (``last_need`` is then the bytes to wait for), or PLACE_TOO_LARGE when the
+        record is larger than max.request.size or buffer.memory (``too_large_need`` is its
+        size). Lowers ``due`` (ms from now)
         to when a batch it filled (0) or started (linger.ms) becomes sendable."""
         cdef int32_t p
         cdef int appended
@@ -341,7 +355,8 @@ cdef class RecordAccumulator:
         if nh:
             need += _headers_size(self._scratch, nh)
         if need > self.max_request_size or need > self.pool.total:
-            self._too_large(need, -1)
+            self.too_large_need = need
+            return PLACE_TOO_LARGE
         if fixed_p >= 0:
             p = fixed_p
         elif klen >= 0 and not self.ignore_keys:
@@ -474,15 +489,19 @@ cdef class RecordAccumulator:
         return FILLED
 
     cdef int _too_large(self, Py_ssize_t need, Py_ssize_t index) except -1:
-        """Raises RecordTooLargeError for a record of ``need`` bytes (record ``index`` of
-        a send_many call, or -1): the producer checks max.request.size itself, as Java's
+        """Raises _too_large_error's error."""
+        raise self._too_large_error(need, index)
+
+    cdef object _too_large_error(self, Py_ssize_t need, Py_ssize_t index):
+        """RecordTooLargeError for a record of ``need`` bytes (record ``index`` of a
+        send_many call, or -1): the producer checks max.request.size itself, as Java's
         does, since a broker may not (Tansu never does)."""
         if need > self.max_request_size:
             limit = f"max.request.size={self.max_request_size}"
         else:
             limit = f"buffer.memory={self.pool.total}"
-        raise RecordTooLargeError(f"{'' if index < 0 else f'record {index}: '}the record is {need} bytes "
-                                  f"when serialized, larger than {limit}")
+        return RecordTooLargeError(f"{'' if index < 0 else f'record {index}: '}the record is {need} bytes "
+                                   f"when serialized, larger than {limit}")
 
     def append_many(self, str topic, values, keys=None, partition=None, timestamps=None,
                     headers=None, on_delivery=None, bint futures=False, double max_block_s=60.0):
@@ -510,6 +529,7 @@ cdef class RecordAccumulator:
         cdef Py_ssize_t j
         cdef bint step_now = False
         cdef SenderTurn turn = self.turn
+        cdef int64_t fixed_p64
 
         self._check_open()
         vsrc.setup(values, "values")
@@ -526,7 +546,11 @@ cdef class RecordAccumulator:
         np_ = st.num_partitions
         st.touched = True
         if partition is not None:
-            fixed_p = _partition_in_range(_index_arg(partition, "partition", "an int or None"), np_, topic)
+            fixed_p64 = _index_arg(partition, "partition", "an int or None")
+            if fixed_p64 >= np_:
+                vsrc.release(); ksrc.release()
+                return NEED_METADATA        # as append(): wait for metadata with the partition
+            fixed_p = _partition_in_range(fixed_p64, np_, topic)
         # timestamps: None (now), one int for all, or one per record (sequence or int64 array)
         if on_delivery is not None and not callable(on_delivery):
             raise TypeError(f"send_many: on_delivery must be callable(err, metadata) or None, "
@@ -614,6 +638,8 @@ cdef class RecordAccumulator:
                         if per_record_headers:
                             nh = self._scratch.fill(<object>hdr_items[i], i) if hdr_items[i] != <PyObject *>None else 0
                         p = self._place(st, fixed_p, ts, kptr, klen, vptr, vlen, nh, now, &due)
+                        if p == PLACE_TOO_LARGE:     # _check_many checked every size first
+                            self._too_large(self.too_large_need, i)
                         if p < 0:
                             need = self.last_need
                             break           # wait for memory outside the lock
@@ -671,6 +697,11 @@ cdef class RecordAccumulator:
                     # freed batch would retake the GIL at once and starve the I/O thread again.
                     self.pool.wait_available(max(need, self.pool.total // 4),
                                              max(0.0, deadline - time.monotonic()))
+        except BufferExhaustedError as exc:
+            # No memory for the rest within max.block.ms: they fail as send()'s would, each
+            # through the result, its callback and its future (Java's doSend); the records
+            # before them are queued.
+            fail_records(res, topic, fixed_p, n - i, exc, on_delivery, fut_list)
         except BaseException as exc:
             # Records not appended are failed through the result, never silently dropped;
             # the records before them are queued: the exception carries the result.

@@ -41,7 +41,7 @@ def aio_send(self, topic, value=None, key=None, partition=None, timestamp_ms=Non
         return self._send(waiter, UNTRIED, topic, value, key, partition, timestamp_ms, headers,
                           on_delivery)
     fut = st.path.try_queue(topic, value, key, partition, timestamp_ms, headers, on_delivery)
-    if fut is None or fut is NEED_MEMORY or fut is NEED_METADATA:
+    if type(fut) is not RecordFuture:      # a wait, Python, or a record that failed
         return self._send(None, fut, topic, value, key, partition, timestamp_ms, headers,
                           on_delivery)
     return make_ready(fut)

@@ -36,7 +36,8 @@ cdef class BufferPool:
 
     def wait_available(self, Py_ssize_t n, double timeout_s):
         """Blocks until ``n`` bytes are free (without taking them) or raises
-        KafkaTimeoutError after ``timeout_s``; the caller then retries its append."""
+        BufferExhaustedError (a KafkaTimeoutError) after ``timeout_s``; the caller then
+        retries its append."""
         if n > self.total:
             raise KafkaError(f"a batch of {n} bytes can never fit buffer.memory={self.total}")
         started = time.perf_counter_ns()
@@ -60,7 +61,7 @@ cdef class BufferPool:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         self.exhausted += 1
-                        raise KafkaTimeoutError(
+                        raise BufferExhaustedError(
                             f"failed to allocate {n} bytes of buffer.memory ({self.used} of "
                             f"{self.total} in use) within max.block.ms={int(timeout_s * 1000)}")
                     self._cond.wait(remaining)

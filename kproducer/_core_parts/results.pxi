@@ -170,8 +170,13 @@ cdef class BatchResult:
                 (<SendManyResult>owner).settle(count, error)
             self._bulk = None
         if self._deliveries:
+            failed_md = None
+            if error is not None:
+                # Java's callback of a failed record: its topic and partition, offset and
+                # timestamp -1. One for every callback of the batch (a tuple: immutable).
+                failed_md = _tuple_new(RecordMetadata, (self.topic, self.partition, -1, -1))
             for index, ts, cb in self._deliveries:
-                md = None if error is not None else self.metadata_for(index, ts)
+                md = failed_md if error is not None else self.metadata_for(index, ts)
                 try:
                     cb(error, md)
                 except Exception:
@@ -509,3 +514,48 @@ cdef class SendManyResult:
         return (f"<SendManyResult records={self.records} acked={self.acked} failed={self.failed}"
                 f"{' first_error=' + repr(self.first_error) if self.first_error is not None else ''}>")
 
+
+
+def failed_future(str topic, int32_t partition, object error, object on_delivery):
+    """A RecordFuture failed with ``error`` (Java's doSend for a record it could not queue:
+    a metadata or memory timeout, a record too large): ``on_delivery(error,
+    RecordMetadata(topic, partition, -1, -1))`` runs first, here, on the calling thread.
+    ``partition``: -1 when none was chosen."""
+    cdef BatchResult r = BatchResult.__new__(BatchResult, topic, partition)
+    cdef RecordFuture fut = make_future(r, 0, -1)
+    if on_delivery is not None:
+        r.add_delivery(0, -1, on_delivery)
+    r.complete(-1, -1, error)
+    return fut
+
+
+cdef int fail_records(SendManyResult res, str topic, int32_t partition, Py_ssize_t count,
+                      object error, object on_delivery, list fut_list) except -1:
+    """The last ``count`` records of a send_many call fail with ``error`` without being
+    queued: counted in ``res``, each one's on_delivery called and future (``fut_list``, if
+    asked for) failed, as failed_future does for one record."""
+    cdef BatchResult r = BatchResult.__new__(BatchResult, topic, partition)
+    cdef Py_ssize_t j
+    if count <= 0:
+        return 0
+    for j in range(count):
+        if on_delivery is not None:
+            r.add_delivery(<int32_t>j, -1, on_delivery)
+        if fut_list is not None:
+            fut_list.append(make_future(r, <int32_t>j, -1))
+    r.add_bulk(res, 0, count)
+    r.complete(-1, -1, error)
+    return 0
+
+
+def failed_send_many(str topic, Py_ssize_t count, int32_t partition, object error,
+                     object on_delivery, bint futures):
+    """A SendManyResult of ``count`` records that all failed with ``error`` before any was
+    queued (send_many's metadata timeout), their callbacks called and futures failed."""
+    cdef SendManyResult res = SendManyResult(count)
+    cdef list fut_list = None
+    if futures:
+        fut_list = []
+        res.futures = fut_list
+    fail_records(res, topic, partition, count, error, on_delivery, fut_list)
+    return res

@@ -25,7 +25,8 @@ cdef class SendPath:
     accumulator has the topic's metadata and the memory. Otherwise
     ``slow(topic, ..., why)`` (``Producer._send_slow``) does the rest and every wait:
     ``why`` is None when nothing was tried, else what ``append`` answered
-    (NEED_METADATA, NEED_MEMORY)."""
+    (NEED_METADATA, NEED_MEMORY, or the RecordTooLargeError the slow path fails the
+    record's future with)."""
     cdef RecordAccumulator acc
     cdef object slow
     cdef long generation
@@ -60,7 +61,9 @@ cdef class SendPath:
         if self.needs_python or self.generation != _fork_generation or type(topic) is not str:
             return self.slow(topic, value, key, partition, timestamp_ms, headers, on_delivery, None)
         fut = self.acc.append(topic, partition, key, value, timestamp_ms, headers, on_delivery)
-        if fut is NEED_METADATA or fut is NEED_MEMORY:
+        if type(fut) is not RecordFuture:
+            # NEED_METADATA, NEED_MEMORY, or the error of a record that cannot be sent (its
+            # failed future): one comparison on the path of a queued record.
             return self.slow(topic, value, key, partition, timestamp_ms, headers, on_delivery, fut)
         if self.turn is not None:
             self.turn.touch()
@@ -85,7 +88,8 @@ cdef class SendPath:
         """send() that never waits (the asyncio front's fast path): the record's future; or,
         with nothing queued, what it lacks: NEED_METADATA (the topic's partition count) or
         NEED_MEMORY (room in the pool; ``acc.last_need`` bytes), or None when it needs
-        Python (serializers, a custom partitioner, a transaction's checks, a fork)."""
+        Python (serializers, a custom partitioner, a transaction's checks, a fork), or the
+        RecordTooLargeError of a record that cannot be sent (the caller fails its future)."""
         return self.try_queue(topic, value, key, partition, timestamp_ms, headers, on_delivery)
 
     cdef object try_queue(self, topic, value, key, partition, timestamp_ms, headers,

@@ -1,4 +1,5 @@
-"""Kafka error codes: names, and which a client may retry.
+"""Kafka error codes: names, which a client may retry, which end a producer, and which
+make a transaction abort.
 
 Checked against ``org.apache.kafka.common.protocol.Errors`` (codes -1..137) and
 the "Retriable" column of Kafka's generated protocol error table, which is True
@@ -6,6 +7,13 @@ exactly when the Java exception extends ``RetriableException``.
 ``invalid_metadata`` marks codes whose Java exception extends
 ``InvalidMetadataException``: the client's view of leaders is stale and a
 metadata refresh should precede the retry.
+
+``fatal`` marks codes after which the producer cannot go on (Java's TransactionManager
+treats them as fatal errors: fenced, not authorized for the cluster or the transactional
+id, a version or a SASL exchange the broker does not support); ``abortable`` the codes that,
+failing a transactional producer's record or call, leave a transaction to abort and
+nothing worse: every code that is not fatal (a retriable one reaches the application only
+once the producer gave up retrying it; KIP-1050).
 
 Codes not in the table (a newer broker) are reported as non-retriable, as the
 Java client does by mapping them to UNKNOWN_SERVER_ERROR.
@@ -17,6 +25,7 @@ import enum
 from typing import Dict, NamedTuple, Optional
 
 from ..errors import BrokerResponseError
+from ..errors import broker_error as _broker_error
 
 
 class ErrorCode(enum.IntEnum):
@@ -186,23 +195,39 @@ RETRIABLE = INVALID_METADATA | frozenset({
 })
 
 
+# The producer cannot go on after these (Java's TransactionManager fatal errors, and the
+# authentication and version failures every client treats as such).
+FATAL = frozenset({
+    E.CLUSTER_AUTHORIZATION_FAILED, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    E.PRODUCER_FENCED, E.TRANSACTION_COORDINATOR_FENCED, E.INVALID_TRANSACTION_TIMEOUT,
+    E.UNSUPPORTED_VERSION, E.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    E.UNSUPPORTED_SASL_MECHANISM, E.ILLEGAL_SASL_STATE, E.SASL_AUTHENTICATION_FAILED,
+    E.SECURITY_DISABLED,
+})
+
+
 class ErrorInfo(NamedTuple):
     code: int
     name: str
     retriable: bool
     invalid_metadata: bool
+    fatal: bool = False
+    abortable: bool = False
 
 
 ERRORS: Dict[int, ErrorInfo] = {
-    int(e): ErrorInfo(int(e), e.name, e in RETRIABLE, e in INVALID_METADATA) for e in ErrorCode
+    int(e): ErrorInfo(int(e), e.name, e in RETRIABLE, e in INVALID_METADATA, e in FATAL,
+                      e != E.NONE and e not in FATAL)
+    for e in ErrorCode
 }
 
 
 def error_info(code: int) -> ErrorInfo:
-    """The :class:`ErrorInfo` for ``code``; unknown codes get a synthetic name."""
+    """The :class:`ErrorInfo` for ``code``; unknown codes get a synthetic name (not
+    retriable, not fatal, abortable, as UNKNOWN_SERVER_ERROR)."""
     info = ERRORS.get(code)
     if info is None:
-        info = ErrorInfo(code, f"UNKNOWN_ERROR_CODE_{code}", False, False)
+        info = ErrorInfo(code, f"UNKNOWN_ERROR_CODE_{code}", False, False, False, True)
     return info
 
 
@@ -219,8 +244,9 @@ def is_invalid_metadata(code: int) -> bool:
 
 
 def broker_error(code: int, message: Optional[str] = None) -> BrokerResponseError:
-    """A :class:`~kproducer.errors.BrokerResponseError` for ``code``."""
-    return BrokerResponseError(code, error_name(code), message)
+    """The exception for ``code``: :func:`kproducer.errors.broker_error` (Java's class for
+    the common codes, a :class:`~kproducer.errors.BrokerResponseError` always)."""
+    return _broker_error(code, message)
 
 
 def raise_for_code(code: int, message: Optional[str] = None) -> None:

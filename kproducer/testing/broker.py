@@ -33,7 +33,7 @@ import time
 import weakref
 from typing import List, Optional
 
-from ..errors import BrokerResponseError, KafkaError
+from ..errors import KafkaError, broker_error
 from ..protocol.errors_table import ErrorCode, error_name
 from ._optional import require
 from .client import BlockingClient
@@ -338,5 +338,5 @@ class TansuBroker:
                 continue
             if t.error_code == 0 or (exist_ok and t.error_code == ErrorCode.TOPIC_ALREADY_EXISTS):
                 return
-            raise BrokerResponseError(t.error_code, error_name(t.error_code), t.error_message)
+            raise broker_error(t.error_code, t.error_message)
         raise AssertionError(f"CreateTopics response does not mention {name!r}: {resp!r}")
