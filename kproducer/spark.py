@@ -355,8 +355,13 @@ def send_batches(producer, batches, topic):
             names = part.schema.names
             keys = _binary(part.column("key")) if "key" in names else None
             headers = _headers(part.column("headers")) if "headers" in names else None
-            results.append(producer.send_many(group_topic, values, keys, partition=partition,
-                                              headers=headers))
+            result = producer.send_many(group_topic, values, keys, partition=partition,
+                                        headers=headers)
+            if result.first_error is not None and result.failed == part.num_rows:
+                # Nothing of it was queued (no metadata or buffer memory within
+                # max.block.ms): the task fails now rather than wait as long for each group.
+                raise result.first_error
+            results.append(result)
             rows += part.num_rows
             per_topic[group_topic] += part.num_rows
             nbytes += _byte_count(values) + (_byte_count(keys) if keys is not None else 0)

@@ -194,6 +194,32 @@ def test_write_kafka_failing_broker_fails_the_job(spark):
                     max_block_ms=1500, request_timeout_ms=1000, delivery_timeout_ms=2000)
 
 
+def test_a_task_stops_at_the_first_group_of_which_nothing_was_queued():
+    # Two topics, two send_many calls; the first fails whole (no metadata within
+    # max.block.ms): the task raises its error at once instead of waiting again for the next.
+    import pyarrow as pa
+
+    from kproducer.errors import MetadataTimeoutError
+    from kproducer.spark import send_batches
+
+    calls = []
+
+    class Counting:
+        def __init__(self, producer):
+            self.producer = producer
+
+        def send_many(self, *args, **kwargs):
+            calls.append(args[0])
+            return self.producer.send_many(*args, **kwargs)
+
+    batch = pa.RecordBatch.from_pydict({"topic": ["t1", "t2", "t1"], "value": ["a", "b", "c"]})
+    with Producer({"bootstrap.servers": f"127.0.0.1:{_free_port()}", "max.block.ms": 300}) as p:
+        with pytest.raises(MetadataTimeoutError, match="t1"):
+            send_batches(Counting(p), [batch], None)
+        p.close(0)
+    assert calls == ["t1"]
+
+
 def test_partition_writer_raises_when_records_fail_after_queueing(broker):
     # The executor side without Spark: records queued by send_many that then fail (the
     # broker went away after metadata was known) make the task raise at its end.
