@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mypy import stubtest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MODULES = ["kproducer._codec", "kproducer._core", "kproducer._net"]
 
 

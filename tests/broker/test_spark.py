@@ -32,7 +32,7 @@ from kproducer.producer import _cached_producer
 from kproducer.spark import ship, write_kafka
 from kproducer.testing.readback import read_back
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def java_partition(key: bytes, n: int) -> int:

@@ -23,7 +23,7 @@ from kproducer import Producer
 from kproducer.testing.procfs import rss_kib as _rss_kib
 from kproducer.errors import RecordTooLargeError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CSRC = ROOT / "csrc"
 
 

@@ -28,7 +28,7 @@ from kproducer.otel import KProducerInstrumentor  # noqa: E402
 from kproducer.testing.readback import read_back  # noqa: E402
 
 BS = "127.0.0.1:1"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

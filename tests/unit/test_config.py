@@ -651,7 +651,7 @@ def test_the_configuration_reference_is_generated_from_the_settings():
     import importlib.util
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     spec = importlib.util.spec_from_file_location("config_reference", root / "scripts" / "config_reference.py")
     ref = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ref)

@@ -13,7 +13,7 @@ import sys
 import pytest
 from confluent_kafka import Producer as ConfluentProducer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)   # bench/ lives in the checkout, it is not an installed package
 
 from bench import aio, ceiling, clients, failover, latency, report, scenarios, spark_recipes

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from test_wheel import release  # noqa: F401  (the fixture: the wheel is built once per run)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load():

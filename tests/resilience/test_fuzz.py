@@ -33,7 +33,7 @@ from kproducer.protocol import (
 )
 from kproducer.protocol.produce import decode_produce_response
 
-FUZZ = Path(__file__).resolve().parent / "fuzz"
+FUZZ = Path(__file__).resolve().parents[1] / "fuzz"
 CORPUS = FUZZ / "corpus"
 
 # target: (seed corpus directory, executions). Sized so all of them take well under two
@@ -188,7 +188,7 @@ def test_snappy_block_claiming_gigabytes_is_refused_before_allocating(xerial, pr
             "    except CorruptRecordError as exc:\n"
             "        print(exc.field, exc.offset, exc)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
-                          cwd=Path(__file__).resolve().parents[1])
+                          cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     assert len(lines) == 2, proc.stdout

@@ -36,7 +36,7 @@ import pytest
 # test installs the [test] extra: more than pyproject's 600 s on a slow day.
 pytestmark = pytest.mark.timeout(2400)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TAG = f"cp{sys.version_info[0]}{sys.version_info[1]}"
 PLATFORMS = {"manylinux2014_x86_64", "manylinux_2_17_x86_64"}
 # What goes into the wheel: a wheel older than any of these is rebuilt.

@@ -27,7 +27,7 @@ import pytest
 
 from kproducer.testing.readback import read_back
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PLACEHOLDER = "localhost:9092"
 # Pages whose examples are not run yet, and why: pages of work under way elsewhere, whose
 # examples need markers (no-run with a reason, expect, ...) before they join. security.md's

@@ -24,7 +24,7 @@ from kproducer.spark import BULK_DEFAULTS
 from kproducer.testing.readback import read_back
 from kproducer.testing.txnlog import committed_view
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)   # bench/ lives in the checkout, it is not an installed package
 
 from bench import ceiling, clients, report, runner, scenarios
