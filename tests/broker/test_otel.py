@@ -1,21 +1,18 @@
-"""OpenTelemetry (kproducer.otel): a PRODUCER span per send() and per send_many() call after
-the messaging semantic conventions, W3C traceparent in the record's headers (read back with
-confluent's Consumer from the test broker), error status on failure; nothing at all when no
-tracer provider is set."""
+"""OpenTelemetry (kproducer.otel) against the broker: a PRODUCER span per send() and per
+send_many() call after the messaging semantic conventions, W3C traceparent in the record's
+headers (read back with confluent's Consumer from the test broker), error status on
+failure, no spans once uninstrumented. The instrumentor itself:
+tests/unit/test_otel_instrumentor.py."""
 
 from __future__ import annotations
 
 import time
-import tomllib
-from importlib import metadata
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry import trace  # noqa: E402
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
@@ -23,12 +20,8 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator  # noqa: E402
 
 from kproducer import KafkaError, Producer  # noqa: E402
-from kproducer import interceptors as kp_interceptors  # noqa: E402
 from kproducer.otel import KProducerInstrumentor  # noqa: E402
 from kproducer.testing.readback import read_back  # noqa: E402
-
-BS = "127.0.0.1:1"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -61,46 +54,6 @@ def _all(got):
 def _traceparent(span) -> bytes:
     ctx = span.get_span_context()
     return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}".encode()
-
-
-def test_an_instrumentor_opentelemetry_instrument_finds():
-    assert issubclass(KProducerInstrumentor, BaseInstrumentor)
-    assert KProducerInstrumentor().instrumentation_dependencies() == ()
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = project["entry-points"]["opentelemetry_instrumentor"]
-    assert declared == {"kproducer": "kproducer.otel:KProducerInstrumentor"}
-    ep = metadata.EntryPoint("kproducer", declared["kproducer"], "opentelemetry_instrumentor")
-    assert ep.load() is KProducerInstrumentor
-    assert project["optional-dependencies"]["otel"][0].startswith("opentelemetry-api")
-    # What opentelemetry-instrument reads: the installed distribution's entry points (an
-    # install made before the entry point was declared has none at all).
-    if metadata.distribution("kproducer").entry_points:
-        eps = [e for e in metadata.entry_points(group="opentelemetry_instrumentor") if e.name == "kproducer"]
-        assert len(eps) == 1 and eps[0].load() is KProducerInstrumentor
-
-
-def test_instrumented_without_a_tracer_provider_keeps_the_compiled_path():
-    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)   # none set here
-    inst = KProducerInstrumentor()
-    inst.instrument()
-    try:
-        assert kp_interceptors._global_factories
-        p = Producer(bootstrap_servers=BS)
-        try:
-            assert p._interceptors is None and p._send_path.needs_python is False
-        finally:
-            p.close(0)
-    finally:
-        inst.uninstrument()
-    assert not kp_interceptors._global_factories
-
-
-def test_not_instrumented_nothing_is_added():
-    p = Producer(bootstrap_servers=BS)
-    try:
-        assert p._interceptors is None and p._send_path.needs_python is False
-    finally:
-        p.close(0)
 
 
 def test_send_span_attributes_and_traceparent_read_back(broker, exporter):

@@ -1,5 +1,6 @@
 """The Producer against the real broker, verified by reading back with confluent-kafka
-(librdkafka, CRC checks on). Faults come from a real TCP proxy on loopback."""
+(librdkafka, CRC checks on). Faults come from a real TCP proxy on loopback. The Producer
+with no broker to talk to: tests/unit/test_producer_without_a_broker.py."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ import pytest
 from kproducer import KafkaError, KafkaTimeoutError, Producer
 from kproducer.errors import ConfigError, RecordTooLargeError
 from kproducer.testing import TansuBroker
-from kproducer.testing.broker import free_port
 from kproducer.testing.readback import read_back
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -356,19 +356,6 @@ def test_bad_configs_and_arguments(broker):
         p.send("args", b"v")
 
 
-@pytest.mark.timeout(60)
-def test_absent_broker_blocks_then_raises_within_max_block_ms():
-    port = free_port()
-    with Producer(bootstrap_servers=f"127.0.0.1:{port}", max_block_ms=800) as p:
-        t0 = time.monotonic()
-        with pytest.raises(KafkaTimeoutError, match="max.block.ms=800"):
-            p.send("nowhere", b"v")
-        assert time.monotonic() - t0 >= 0.75
-        t0 = time.monotonic()
-        p.close(timeout=10)
-        assert time.monotonic() - t0 < 10, "close does not hang"
-
-
 @pytest.mark.timeout(120)
 def test_full_buffer_blocks_then_raises_and_delivery_timeout_fails_records(proxied_broker):
     broker, proxy = proxied_broker
@@ -678,14 +665,6 @@ def test_acks_zero_keeps_reading_and_delivers(broker):
     assert [int(m.value) for m in got[0]] == list(range(n))
 
 
-def test_retry_backoff_grows_with_jitter():
-    from kproducer.network import ExponentialBackoff
-    b = ExponentialBackoff(100, 1000)
-    firsts = {b.backoff(0) for _ in range(200)}
-    assert min(firsts) >= 80 and max(firsts) <= 120 and len(firsts) > 10     # +/-20 % jitter
-    assert 160 <= b.backoff(1) <= 240 and 800 <= b.backoff(10) <= 1200        # doubling, capped
-
-
 @pytest.mark.timeout(60)
 def test_busy_topic_is_not_forgotten_after_metadata_max_idle_ms(broker):
     """Java touches a topic on every send; a topic in use must never expire from the
@@ -702,17 +681,3 @@ def test_busy_topic_is_not_forgotten_after_metadata_max_idle_ms(broker):
         failed = [f.exception() for f in futures if f.exception() is not None]
         assert not failed, failed[:1]
         assert "busy" in p._metadata.topics()
-
-
-def test_metrics_has_every_counter_from_the_start():
-    """Counters that nothing has counted yet are there as 0 (a step run only by the I/O thread
-    left ``steps_by_application`` out, and reading it raised KeyError)."""
-    from kproducer.sender import COUNTERS
-    p = Producer(bootstrap_servers=f"127.0.0.1:{free_port()}")   # nobody listens
-    try:
-        m = p.metrics()
-        assert all(type(m[k]) is int and m[k] >= 0 for k in COUNTERS), m
-        assert m["records_acked"] == m["records_failed"] == m["requests"] == 0
-        assert m["buffer_available_bytes"] == m["buffer_total_bytes"] > 0
-    finally:
-        p.close(timeout=0)

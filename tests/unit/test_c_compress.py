@@ -1,9 +1,9 @@
 """The C codecs the courier and the steps compress with (csrc/kp_compress.h): what they write
-is what the Python codecs (kproducer.compression, cramjam), independent decoders (the lz4,
-zstandard and python-snappy packages) and Kafka's readers (librdkafka, through
-confluent-kafka) take, at every level a producer can set and across the codecs' block sizes;
-every build has every codec (lz4, zstd and snappy vendored in csrc/vendor, zlib the
-system's); a step closing a batch compresses with them without the GIL."""
+is what the Python codecs (kproducer.compression, cramjam) and independent decoders (the lz4,
+zstandard and python-snappy packages) take, at every level a producer can set and across the
+codecs' block sizes; every build has every codec (lz4, zstd and snappy vendored in
+csrc/vendor, zlib the system's); a step closing a batch compresses with them without the GIL.
+Kafka's reader (librdkafka) reads them in tests/broker/test_c_compress_read_by_librdkafka.py."""
 
 from __future__ import annotations
 
@@ -18,10 +18,8 @@ import pytest
 from kproducer import compression
 from kproducer._core import RecordAccumulator, batch_from_records, c_compress, courier_codecs
 from kproducer._reference import decode_batch
-from kproducer.testing.client import BlockingClient
-from kproducer.testing.readback import expect_records
 
-CODECS = ["gzip", "snappy", "lz4", "zstd"]
+from _compress_samples import CODECS, _sample
 
 SAMPLES = {
     "empty": b"",
@@ -91,20 +89,6 @@ def test_bad_arguments_name_the_problem():
 SIZES = [0, 1, 17, 4095, 65535, 65536, 65537, 131071, 131072, 131073, 200_003, (1 << 20) + 7]
 
 
-def _sample(size):
-    """``size`` bytes mixing runs that compress (repeats, zeros) with random ones."""
-    rng = random.Random(size)
-    parts, n = [], 0
-    while n < size:
-        kind = rng.randrange(3)
-        chunk = (rng.randbytes(rng.randrange(1, 3000)) if kind == 0
-                 else b"\0" * rng.randrange(1, 5000) if kind == 1
-                 else b"kproducer %d; " % n * rng.randrange(1, 400))
-        parts.append(chunk)
-        n += len(chunk)
-    return b"".join(parts)[:size]
-
-
 def _independent_decoders(codec):
     """Decoders of other projects than the one that compressed: cramjam (Rust crates) and
     the codec's own Python binding (its reference C library, built by that package)."""
@@ -136,29 +120,6 @@ def test_independent_decoders_read_the_vendored_codecs_at_every_size(codec):
             out = c_compress(codec, data, level)
             for name, decode in decoders.items():
                 assert decode(out) == data, (codec, size, level, name)
-
-
-@pytest.mark.timeout(300)
-def test_librdkafka_reads_batches_the_c_codecs_compressed(broker):
-    """Batches whose Records section the C codecs compressed, produced as they are, read back
-    by librdkafka (confluent-kafka's consumer, CRC checks on): the Kafka reader users run."""
-    topic = "c-codecs-readback"
-    broker.create_topic(topic, len(CODECS))
-    host, port = broker.bootstrap.rsplit(":", 1)
-    expected = {}
-    with BlockingClient(host, int(port)) as client:
-        for p, codec in enumerate(CODECS):
-            # Values over lz4's and snappy's 64 KiB blocks and zstd's 128 KiB ones.
-            records = [(b"k%d" % i, _sample(size), 1_700_000_000_000 + i, [("i", b"%d" % i)])
-                       for i, size in enumerate([0, 100, 70_000, 140_000, 33])]
-            b = batch_from_records(topic, p, records, compression.CODEC_IDS[codec],
-                                   compression.resolve_level(codec, None))
-            b.finish(-1, -1, -1)
-            batch = bytes(b)
-            assert decode_batch(batch).compression == codec
-            assert client.produce(topic, p, batch, acks=-1) == (0, 0), codec
-            expected[p] = records
-    expect_records(broker.bootstrap, topic, expected, timeout=60)
 
 
 def _filled(codec, level=None, partitions=1, records=8, value_size=1000):

@@ -1,10 +1,9 @@
 """Tests of kproducer.metadata: Cluster snapshots and the Metadata holder.
 
 Clusters are built from real MetadataResponse objects: hand-written golden
-bytes (v1), the protocol codec's round trip at every version 0-12, and one
-reply from a Tansu broker. Metadata's schedule is tested with a fake clock
-(``now_ms`` passed explicitly); only await_update uses real time.
-"""
+bytes (v1) and the protocol codec's round trip at every version 0-12 (one
+reply from a Tansu broker: tests/broker/test_metadata_from_tansu.py). Metadata's schedule is tested with a fake clock
+(``now_ms`` passed explicitly); only await_update uses real time."""
 
 from __future__ import annotations
 
@@ -18,9 +17,8 @@ import pytest
 from kproducer.errors import BrokerResponseError, KafkaError
 from kproducer.metadata import (FATAL_TOPIC_ERRORS, Cluster, Metadata, Node, PartitionInfo,
                                 TopicInfo)
-from kproducer.protocol import (METADATA, encode_response, RESPONSES, STRUCTS, ErrorCode, MetadataResponse,
-                                Writer, decode_response, response_header_version)
-from kproducer.testing import BlockingClient
+from kproducer.protocol import (METADATA, encode_response, STRUCTS, ErrorCode, MetadataResponse,
+                                decode_response)
 
 S = STRUCTS
 E = ErrorCode
@@ -167,24 +165,6 @@ def test_cluster_is_read_only_and_bootstrap():
     assert b.is_bootstrap and b.nodes() == (Node(-1, "h1", 1), Node(-2, "h2", 2))
     assert b.num_partitions("t") is None
     assert "bootstrap" in repr(b)
-
-
-def test_cluster_from_real_broker(broker):
-    with BlockingClient(broker.host, broker.port) as client:
-        resp = client.metadata(["topic"])
-        version = client.versions[METADATA]
-    c = Cluster.from_response(resp)
-    assert c.cluster_id == "tansu_cluster" and c.controller_id == 111
-    assert c.brokers == {111: Node(111, broker.host, broker.advertised_port, None)}
-    assert c.num_partitions("topic") == 4
-    assert c.available_partition_ids("topic") == (0, 1, 2, 3)
-    assert all(c.leader_for("topic", i).node_id == 111 for i in range(4))
-    assert c.partitions_for_node(111) == tuple(("topic", i) for i in range(4))
-    md = Metadata()
-    md.add("topic", 0)
-    md.update(resp, 1000, response_version=version)
-    assert md.version == 1 and md.cluster.num_partitions("topic") == 4
-    assert not md.update_requested() and md.topic_error("topic") is None
 
 
 # ===========================================================================

