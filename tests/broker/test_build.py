@@ -101,22 +101,23 @@ def test_sanitizer_build_runs_codec_tests_clean(tmp_path):
         # No durations table (pyproject's addopts): the failure is what the tail must hold.
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "--durations=0",
          "--durations-min=1000",
-         "tests/test_codec.py", "tests/test_differential.py", "tests/test_selector.py",
+         "tests/unit/test_codec.py", "tests/unit/test_differential.py", "tests/broker/test_selector.py",
          # The Produce request and response codec against the generic one and the broker.
-         "tests/test_produce_fast.py",
+         "tests/unit/test_produce_fast.py", "tests/broker/test_produce_fast_against_tansu.py",
          # TLS inside the selector (OpenSSL's buffers, the handshake in poll, 4 MiB frames).
-         "tests/test_selector_tls.py",
+         "tests/broker/test_selector_tls.py",
          # The accumulator and send_many (raw pointers into NumPy/Arrow buffers, batches
          # grown in place) against the real broker; the million-record test is too slow here.
-         "tests/test_send_many.py", "tests/test_producer.py",
+         "tests/broker/test_send_many.py", "tests/broker/test_producer.py",
+         "tests/unit/test_producer_without_a_broker.py",
          # The courier thread: batches sealed and sent beside appends, the selector shared.
-         "tests/test_courier.py",
+         "tests/unit/test_courier.py", "tests/broker/test_courier_in_a_producer.py",
          # The C codecs, and a step's batch compressed in place without the GIL.
-         "tests/test_c_compress.py",
+         "tests/unit/test_c_compress.py", "tests/broker/test_c_compress_read_by_librdkafka.py",
          # The network paths against hostile peers and the real broker, and the argument
          # checks of the public API (error paths release what they took).
-         "tests/test_hostile.py", "tests/test_end_to_end.py", "tests/test_accumulator.py",
-         "tests/test_validation.py",
+         "tests/resilience/test_hostile.py", "tests/broker/test_end_to_end.py", "tests/unit/test_accumulator.py",
+         "tests/broker/test_validation.py",
          # Not the million-record test (too slow here), nor one that times the GIL's hand-over.
          "-k", "not million and not without_the_gil"],
         cwd=src, env=env, capture_output=True, text=True, timeout=1100)
@@ -126,7 +127,7 @@ def test_sanitizer_build_runs_codec_tests_clean(tmp_path):
     assert " passed" in output
     # The fuzz corpora (seeds and regressions) through the C decoders under ASan/UBSan.
     # Only a replay: gcc's libasan provides the coverage symbols atheris needs, so fuzzing
-    # proper runs on the plain build (tests/test_fuzz.py).
+    # proper runs on the plain build (tests/resilience/test_fuzz.py).
     for target, corpus in (("decode_batch", "decode_batch"), ("batch_differential", "decode_batch"),
                            ("frame_receiver", "frame_receiver"), ("varint", "varint"),
                            ("produce_response", "produce_response")):

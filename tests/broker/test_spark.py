@@ -376,7 +376,7 @@ _CLUSTER_DRIVER = textwrap.dedent("""
         out["without_ship"] = None
     except Exception as exc:
         out["without_ship"] = [type(exc).__name__, str(exc), str(exc.__cause__)]
-    # The wheel to ship, if given (tests/test_wheel.py: the release wheel); else a wheelhouse
+    # The wheel to ship, if given (tests/broker/test_wheel.py: the release wheel); else a wheelhouse
     # folder: the running kproducer under this interpreter's tag beside wheels for other
     # Pythons and machines, which ship() chooses from by asking the executors.
     if len(sys.argv) > 3:
@@ -458,7 +458,7 @@ def test_ship_to_local_cluster_executors_without_kproducer(tmp_path, broker, exe
     env = _clean_env(SPARK_HOME=str(spark_home), PYSPARK_PYTHON=executor_python,
                      KPRODUCER_CACHE_DIR=str(cache))
     # The driver runs this interpreter, with kproducer installed (editable) as usual.
-    # tests/test_wheel.py runs this test in a venv holding only the release wheel and names
+    # tests/broker/test_wheel.py runs this test in a venv holding only the release wheel and names
     # that wheel in KPRODUCER_TEST_SHIP_WHEEL: then it is shipped with ship(spark, wheel).
     wheel = os.environ.get("KPRODUCER_TEST_SHIP_WHEEL")
     proc = _run([sys.executable, str(script), broker.bootstrap, str(n_rows), *([wheel] if wheel else [])],

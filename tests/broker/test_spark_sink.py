@@ -712,7 +712,7 @@ _CLUSTER_DRIVER = textwrap.dedent("""
     import os, sys
     from pyspark.sql import SparkSession
 
-    sys.path.insert(0, sys.argv[1])                # tests/: _flaky, rows_df, writer
+    sys.path.insert(0, sys.argv[1])                # tests/broker/: _flaky, rows_df, writer
     from test_spark_sink import _flaky, rows_df, writer
     from kproducer.spark import register
 
@@ -771,7 +771,7 @@ def test_broken_attempts_on_local_cluster(tmp_path, broker):
     script.write_text(_CLUSTER_DRIVER)
     env = dict(os.environ, SPARK_HOME=str(spark_home), PYSPARK_PYTHON=sys.executable,
                PYSPARK_DRIVER_PYTHON=sys.executable)
-    proc = subprocess.run([sys.executable, str(script), str(ROOT / "tests"), broker.bootstrap, str(marks),
+    proc = subprocess.run([sys.executable, str(script), str(ROOT / "tests" / "broker"), broker.bootstrap, str(marks),
                            str(n), str(tasks), *jobs], env=env, cwd=tmp_path, capture_output=True,
                           text=True, timeout=840, check=False)
     assert proc.returncode == 0 and "DONE" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-6000:]

@@ -1,7 +1,7 @@
 """Argument validation of the public Producer API: every bad argument raises a clear,
 specific exception naming the problem, and nothing of the failed call is queued.
 
-Settings themselves are covered by tests/test_config.py; this is the matrix of the calls:
+Settings themselves are covered by tests/unit/test_config.py; this is the matrix of the calls:
 ``send()``, ``send_many()``, ``flush()``/``close()`` timeouts and every call after
 ``close()``. Records too large for ``max.request.size`` / ``buffer.memory`` raise
 RecordTooLargeError from the call itself (kafka-python and confluent-kafka raise too;

@@ -344,7 +344,7 @@ def _unshare() -> list[str]:
     return ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--mount", "--map-root-user"]
 
 
-INSTALLED_CHECK = '''"""Written by tests/test_wheel.py: the tests beside it run against the installed wheel."""
+INSTALLED_CHECK = '''"""Written by tests/broker/test_wheel.py: the tests run with it run against the installed wheel."""
 import os
 import sys
 
@@ -392,12 +392,12 @@ def test_installed_wheel_passes_end_to_end_tls_and_ship_tests(release, wheel_ven
     run = tmp_path / "run"       # the tests and pytest's settings, no kproducer source
     shutil.copytree(ROOT / "tests", run / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / "pyproject.toml", run / "pyproject.toml")
-    (run / "tests" / "test_installed_wheel.py").write_text(INSTALLED_CHECK)
+    (run / "tests" / "unit" / "test_installed_wheel.py").write_text(INSTALLED_CHECK)
     env = dict(env, KPRODUCER_TEST_SHIP_WHEEL=str(wheel))
     proc = _run([venv / "bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
                  "--durations=0", "--durations-min=1000",     # the failures fill the tail
-                 "tests/test_installed_wheel.py", "tests/test_end_to_end.py", "tests/test_tls.py",
-                 "tests/test_spark.py::test_ship_to_local_cluster_executors_without_kproducer"],
+                 "tests/unit/test_installed_wheel.py", "tests/broker/test_end_to_end.py", "tests/broker/test_tls.py",
+                 "tests/broker/test_spark.py::test_ship_to_local_cluster_executors_without_kproducer"],
                 cwd=run, env=env, check=False, timeout=2300)
     out = proc.stdout + proc.stderr
     summary = out.strip().splitlines()[-1]

@@ -7,7 +7,7 @@ acknowledged once or failed with an error, that nothing acknowledged is missing,
 was stored twice, and that each key's records are stored in the order they were sent
 (kproducer.testing.failover.verify). Each runs with several seeds (the key order and the
 fault timings move with the seed); ``KP_FAILOVER_SEEDS`` runs more (the soak outside CI:
-``KP_FAILOVER_SEEDS=20 python -m pytest tests/test_failover.py``).
+``KP_FAILOVER_SEEDS=20 python -m pytest tests/resilience/test_failover.py``).
 
 What the mock does not check matters here (kproducer.testing.mock_cluster): it checks
 sequence numbers only for transactional producers. An idempotent producer without a

@@ -5,9 +5,9 @@
 - The compiled glue around it (_codec, _core): the codec's error paths and the
   producer's refused records leave RSS flat and release every buffer they borrowed.
 - Under the sanitizer build, LeakSanitizer over producer create/send/close cycles and the
-  same codec cycles: tests/test_build.py (which builds it once) runs tests/_leak_cycles.py.
+  same codec cycles: tests/broker/test_build.py (which builds it once) runs tests/_leak_cycles.py.
 - Threads, file descriptors, the C and Python heaps across 200 producer lifecycles:
-  tests/test_lifecycle.py.
+  tests/resilience/test_lifecycle.py.
 """
 
 from __future__ import annotations

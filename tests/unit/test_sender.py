@@ -639,7 +639,7 @@ def test_a_courier_request_whose_connection_was_lost_is_retried(make_env):
     assert not fut.done() and env.sender.stats["retries"] == 1
 
 
-# -- order across retries and leader moves (Java's rules; tests/test_failover.py on a cluster) --
+# -- order across retries and leader moves (Java's rules; tests/resilience/test_failover.py on a cluster) --
 
 def _batch_of(env, partition: int):
     """Appends a record to ``partition`` and sends its batch in a request of its own."""

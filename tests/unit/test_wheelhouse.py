@@ -1,5 +1,5 @@
 """kproducer.wheelhouse: which wheel of a release set an interpreter loads (pip's rules for
-the tags kproducer's wheels carry). ship(spark, folder) on real executors: tests/test_spark.py."""
+the tags kproducer's wheels carry). ship(spark, folder) on real executors: tests/broker/test_spark.py."""
 
 from __future__ import annotations
 
