@@ -223,10 +223,13 @@ def pytest_make_collect_report(collector):
         problems.append(f"{collector.path}: a test file belongs in tests/unit, tests/broker or "
                         "tests/resilience (its folder is its layer)")
     elif layer == "unit":
+        seen = set()
         for item in report.result:
             test = item.nodeid.split("[")[0]              # once for all its parameters
-            why = isinstance(item, pytest.Function) and not any(test in p for p in problems) \
-                and _not_a_unit_test(item)
+            if test in seen or not isinstance(item, pytest.Function):
+                continue
+            seen.add(test)
+            why = _not_a_unit_test(item)
             if why:
                 problems.append(f"{test} is not a unit test ({why}): move it to tests/broker")
     if problems:
