@@ -14,7 +14,7 @@ every build:
   their headers by a path relative to itself ("vendor/lz4/lz4frame.h"), which a C compiler
   looks up beside the including file before any -I or system directory: a system's
   liblz4-dev, libzstd-dev or libsnappy-dev, or -I flags in CFLAGS, are never used, and none
-  is needed. tests/test_build.py checks both (the headers a build reads, and the versions the
+  is needed. tests/broker/test_build.py checks both (the headers a build reads, and the versions the
   built extension reports).
 - gzip is the system's zlib (Debian: zlib1g-dev); a build without it stops naming the package.
 There is no build without a codec: a missing vendored file stops the build too.

@@ -1,5 +1,5 @@
 # Type stub of the compiled kproducer._codec (kproducer/_codec.pyx); public face: kproducer.codec.
-# tests/test_stubs.py checks it against the module with mypy's stubtest.
+# tests/unit/test_stubs.py checks it against the module with mypy's stubtest.
 from collections.abc import Sequence
 from typing_extensions import disjoint_base
 from typing import Any, Optional, Tuple

@@ -1,5 +1,5 @@
 # Type stub of the compiled kproducer._core (kproducer/_core.pyx and the files
-# it includes from _core_parts/). tests/test_stubs.py checks it with mypy's stubtest.
+# it includes from _core_parts/). tests/unit/test_stubs.py checks it with mypy's stubtest.
 from collections.abc import Callable, Iterable, Sequence
 from typing_extensions import disjoint_base
 from typing import Any, Generator, NamedTuple, Optional, Tuple, Union, final

@@ -1,5 +1,5 @@
 # Type stub of the compiled kproducer._net (kproducer/_net.pyx): the epoll Selector and TLS.
-# tests/test_stubs.py checks it against the module with mypy's stubtest.
+# tests/unit/test_stubs.py checks it against the module with mypy's stubtest.
 from typing_extensions import disjoint_base
 from typing import Any, NamedTuple, Optional, Tuple
 

@@ -19,7 +19,7 @@ CONNECTING meanwhile, so socket.connection.setup.timeout.ms bounds the lookup to
 Only the Sender thread uses a NetworkClient; ``wakeup()`` is the one method other
 threads call.
 
-For tests (tests/test_network.py) the clock (``time=``, :mod:`kproducer.clock`) and the
+For tests (tests/unit/test_network.py) the clock (``time=``, :mod:`kproducer.clock`) and the
 selector (``selector=``: anything with :class:`~kproducer._net.Selector`'s connect, send,
 close, close_all, poll, wakeup, fileno and needs_poll) are injectable.
 """

@@ -3,7 +3,7 @@
 # one a line; progress goes to stderr), with the sdist beside them:
 #
 #     scripts/build_wheel.sh [PYTHON]          # the wheel for PYTHON (default: python3), x86_64
-#                                              # manylinux2014, as tests/test_wheel.py builds it
+#                                              # manylinux2014, as tests/broker/test_wheel.py builds it
 #     scripts/build_wheel.sh --all [PYTHON]    # the release set: CPython 3.10-3.14 x x86_64,
 #                                              # aarch64 x manylinux2014, musllinux_1_2 (20)
 #     scripts/build_wheel.sh --pythons 3.11,3.12 --targets aarch64-manylinux [PYTHON]

@@ -5,7 +5,7 @@ for them, and the Kafka settings kproducer knows but does not implement, with th
     python scripts/config_reference.py          # rewrites docs/configuration.md
     python scripts/config_reference.py --check  # exit 1 when the file differs
 
-tests/test_config.py checks that the committed file is what this renders: a setting added,
+tests/unit/test_config.py checks that the committed file is what this renders: a setting added,
 removed or redocumented in config.py without running this fails the suite.
 """
 

@@ -18,8 +18,8 @@
 #     as they are.
 # Needs apt-get and dpkg-source (Debian: dpkg-dev) and python3; adds Debian's deb-src entries
 # when apt has none (root or sudo), as scripts/build_wheel.sh does for OpenSSL. To move to
-# another version: change its line in VERSIONS, run this, run tests/test_build.py and
-# tests/test_c_compress.py, and review `git diff --stat csrc/vendor`.
+# another version: change its line in VERSIONS, run this, run tests/broker/test_build.py,
+# tests/unit/test_c_compress.py and tests/broker/test_c_compress_read_by_librdkafka.py, and review `git diff --stat csrc/vendor`.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

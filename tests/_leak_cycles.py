@@ -3,9 +3,9 @@ the codec's success and error paths (a batch abandoned mid-encode, a corrupt bat
 frame receiver dropped with a partial frame or after a bad size, Produce requests and
 responses).
 
-Run as a script under the sanitizer build with LeakSanitizer on (tests/test_build.py):
+Run as a script under the sanitizer build with LeakSanitizer on (tests/broker/test_build.py):
 any C buffer or Python object lost by kproducer's compiled code is reported at exit.
-``tests/test_leaks.py`` runs the same cycles in-process against RSS on the plain build.
+``tests/resilience/test_leaks.py`` runs the same cycles in-process against RSS on the plain build.
 """
 
 from __future__ import annotations

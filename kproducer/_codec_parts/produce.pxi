@@ -1,7 +1,7 @@
 # The Produce request and response, v3-v11 (csrc/kp_produce.c): the protocol pair of the
 # producer's steady state. kproducer.protocol.produce is the public face (the wire layout is
 # in csrc/kp_produce.h); the generic, schema-driven codec of kproducer.protocol is the
-# reference that tests/test_produce_fast.py holds these two against.
+# reference that tests/unit/test_produce_fast.py holds these two against.
 
 cdef extern from "Python.h":
     object PyUnicode_DecodeUTF8(const char *s, Py_ssize_t size, const char *errors)

@@ -5,7 +5,7 @@ of every struct; that is correct but costs ~140 us to encode a 4-partition Produ
 and ~170 us to decode its response. The Sender uses this pair instead: C without Python
 (``csrc/kp_produce.c``, whose header gives the wire layout; v9+ are flexible, KIP-482),
 bound in ``kproducer/_codec_parts/produce.pxi``. It is byte-for-byte / value-for-value
-equivalent to the generic codec (``tests/test_produce_fast.py`` checks it for every
+equivalent to the generic codec (``tests/unit/test_produce_fast.py`` checks it for every
 version, with every truncation and random mutations).
 
 API::

@@ -7,7 +7,7 @@ mutator) and ends with ``main(...)``. Run one by hand for a longer session, e.g.
         -max_total_time=600
 
 libFuzzer writes new inputs into the FIRST corpus directory: give it a scratch directory
-first, so the seeds kept in the repository stay as they are. ``tests/test_fuzz.py`` runs
+first, so the seeds kept in the repository stay as they are. ``tests/resilience/test_fuzz.py`` runs
 every harness this way for a fixed number of executions with a fixed seed.
 
 The rule every harness enforces: only kproducer's documented decode errors may escape a
