@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kproducer._core import RecordAccumulator, wall_clock_ms
+from kproducer._core import NEED_METADATA, RecordAccumulator, wall_clock_ms
 from kproducer.codec import murmur2
 from kproducer.partitioner import BuiltInPartitioner, custom_partition
 
@@ -103,8 +103,12 @@ def test_ignore_keys_sends_keyed_records_to_the_sticky_partition():
 def test_explicit_partition_wins_and_is_range_checked():
     acc = accumulator(4, rng=ScriptedRandom([]))      # no draw may happen
     assert acc.append("t", 3, b"key", b"v", None, None, None).partition == 3
-    with pytest.raises(ValueError, match=r"partition 4 is not in the range \[0...3\]"):
-        acc.append("t", 4, None, b"v", None, None, None)
+    # Beyond the known count: Java waits for metadata that has the partition (the topic may
+    # be growing), so the accumulator asks for it; the producer's wait then fails the future.
+    assert acc.append("t", 4, None, b"v", None, None, None) is NEED_METADATA
+    assert acc.queued_batches() == 1
+    with pytest.raises(ValueError, match=r"partition -1"):
+        acc.append("t", -1, None, b"v", None, None, None)
 
 
 # Java's UtilsTest.testMurmur2 vectors (signed 32-bit results).
