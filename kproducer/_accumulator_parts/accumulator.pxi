@@ -453,9 +453,8 @@ cdef class RecordAccumulator:
             # last ready() counted them), so k of them grow to a k-th of batch_max_size_busy
             # each and go out together, in requests as full as one large batch would make
             # (past that share, a request would take fewer of them and leave the others to
-            # requests of their own). Growing charges the pool and never waits for it
-            # (ProducerBatch.append: past batch.size a batch the pool cannot grow at once is
-            # full as it is).
+            # requests of their own). Growing charges the pool, and waits for it as a new
+            # batch would (ProducerBatch.append).
             k = st.get_sharing(p)
             if k > 0 and self.batch_max_size_busy // k > b.limit:
                 b.limit = self.batch_max_size_busy // k
