@@ -295,18 +295,22 @@ class NetworkClient:
             return 0 if ns is None else 1 << 40
         return max(0, ns.reconnect_wait_ms - (now - ns.last_attempt_ms))
 
-    def windows_full(self, leaders: Optional[Collection[int]] = None) -> bool:
+    def windows_full(self, leaders: Optional[Collection[int]] = None, *,
+                     paced_at_us: Optional[int] = None) -> bool:
         """True when every READY node among ``leaders`` (the nodes that lead a partition;
         None: every node), and there is one, has max.in.flight requests out: no batch can go
         before an answer. A node that leads none takes no batch whatever its room (the
         bootstrap connection, idle once the metadata named the brokers, kept this False for
         a single broker's producer); a node still connecting takes none either, and its
-        connection brings a poll event of its own."""
+        connection brings a poll event of its own. With ``paced_at_us`` (now, mono µs), a
+        node whose next request waits for its pace (:meth:`paced_until_us`) counts as full
+        too: no batch that is not full can go to it before then."""
         full = False
         for ns in self.nodes.values():
             if ns.state != READY or (leaders is not None and ns.node_id not in leaders):
                 continue
-            if len(ns.in_flight) + len(ns.pending) < self.max_in_flight:
+            if len(ns.in_flight) + len(ns.pending) < self.max_in_flight and (
+                    paced_at_us is None or not self.paced_until_us(ns.node_id, paced_at_us)):
                 return False
             full = True
         return full

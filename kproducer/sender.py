@@ -253,7 +253,10 @@ class Sender:
         # (Stepping again after the first poll's events too would cost a step that finds
         # nothing.) Until the next step, a batch that fills wakes no step while every
         # leader's window is full (RecordAccumulator._notify): the answer that makes room does.
-        self.acc.windows_full = self.client.windows_full(self.courier.leader_nodes())
+        self.acc.windows_full = self.client.windows_full(
+            self.courier.leader_nodes(),
+            paced_at_us=None if self.acc.closed or self.acc.flushes_in_progress > 0
+            else self.time.mono_us())
         if self.client.poll(0, now) or self.client.selector.needs_poll():
             self._arm_courier()
             return 0, True

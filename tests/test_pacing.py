@@ -258,20 +258,25 @@ def test_with_nothing_in_flight_a_request_goes_at_once_and_the_next_waits_for_th
 
 @pytest.mark.timeout(120)
 def test_full_requests_go_without_waiting_for_the_pace(cluster):
-    """A burst fills batches at batch.max.size: each request is as full as it gets and goes
-    as soon as the window has room, however recent the one before."""
-    sent = [_record(i) for i in range(12_000)]          # about 1.3 MB: five full batches
+    """A burst fills batches: each request is as full as it gets and goes as soon as the
+    window has room, however recent the one before; and while the connection's next request
+    waits for its pace (or its window is full) a batch keeps growing past batch.max.size,
+    towards a full request, as for a full window."""
+    sent = [_record(i) for i in range(40_000)]          # about 4.4 MB: four full requests
     with Producer(bootstrap_servers=cluster.bootstrap, linger_ms=5) as p:
         _warm(p)
         cluster.start_request_tracking()
         for value in sent:
             p.send("t", value)
-        burst_ms = time.monotonic() * 1000
+        flush_ms = time.monotonic() * 1000
         p.flush(timeout=60)
-        assert p.metrics()["records_failed"] == 0
-    times = _produce_times_ms(cluster)
-    during = [t for t in times if t <= burst_ms + PACE_MS / 2]
-    # Several requests within less than a pace of each other (the window's five at most).
-    assert len(during) >= 3, times
-    assert during[-1] - during[0] < PACE_MS, times
+        stats = p.metrics()
+        batch_max_size = p.config.batch_max_size
+    assert stats["records_failed"] == 0
+    assert stats["max_batch_bytes"] > batch_max_size, stats
+    before_flush = [t for t in _produce_times_ms(cluster) if t < flush_ms]
+    gaps = [b - a for a, b in zip(before_flush, before_flush[1:])]
+    # The first at once (nothing in flight), then full ones as fast as they fill.
+    assert len(before_flush) >= 3, before_flush
+    assert max(gaps) < PACE_MS, gaps
     _check_read_back(cluster, sent)

@@ -148,7 +148,7 @@ class MockClient:
     def in_flight_count(self, node: Optional[int] = None) -> int:
         return sum(1 for r in self.in_flight if node is None or r.node == node)
 
-    def windows_full(self, leaders=None) -> bool:
+    def windows_full(self, leaders=None, *, paced_at_us=None) -> bool:
         up = [n for n in self.nodes if n not in self.down and (leaders is None or n in leaders)]
         return bool(up) and all(self.in_flight_count(n) >= self.max_in_flight for n in up)
 

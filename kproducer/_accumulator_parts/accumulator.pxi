@@ -131,7 +131,9 @@ cdef class RecordAccumulator:
     cdef public int flushes_in_progress
     cdef public bint closed
     # The Sender's last step found every connection's window full (max.in.flight requests
-    # out): a batch that fills then asks for no step of its own (_notify).
+    # out, or its next request waiting for its pace: NetworkClient.windows_full): a batch
+    # that fills then asks for no step of its own (_notify), and one at batch.max.size keeps
+    # growing towards its share of a request (_append_open).
     cdef public bint windows_full
     cdef readonly Py_ssize_t last_need
     cdef readonly Py_ssize_t max_request_size
