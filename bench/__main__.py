@@ -36,7 +36,7 @@ client). ``scripts/performance_table.py DIR`` puts the tables into docs/performa
                     [--spark-rows N]
 
 The headline view takes 3 to 5 minutes on 2 cores; ``--full`` about 40 (failover and rtt about
-5 of them); ``--quick`` (a few scenarios, small sizes, a tiny Spark run, no repeats, not failover
+8 of them); ``--quick`` (a few scenarios, small sizes, a tiny Spark run, no repeats, not failover
 and rtt: ``--quick --scenarios failover,rtt`` runs them in a fraction of a second of load and one
 round trip) a few minutes, ``--quick --headline`` the headline view at those sizes. Sizes of the
 full suite: 1,000,000 records per client for 10 B and 100 B values (750,000 for 1 KiB), a tenth
@@ -45,8 +45,9 @@ latency runs of 5 s (the headline view: 500,000 records, 500,000 Spark rows, lat
 4 s: ``scenarios.HEADLINE``); every run three times, round-robin over the clients, the fastest
 verified run kept (the machine is shared with the broker, and noisy); the latency scenario's
 rows three times as well, each figure the median of the runs; failover: 3 rounds of a 6 s load
-at 5,000 records/s per client; rtt: 300,000 records of 100 B per client and round trip (0, 50,
-150, 500 ms), best of 3.
+at 5,000 records/s per client; rtt: 1,200,000 records of 100 B per client and round trip (0, 50,
+150, 500 ms: ten round trips' worth of a client's window at its defaults,
+``scenarios.RTT_ROUND_TRIPS``), best of 3.
 """
 
 from __future__ import annotations

@@ -41,7 +41,8 @@ times are those the client reports them at (confluent-kafka: in the ``poll(0)`` 
 produce, so within 0.2 ms at this rate).
 
 ``rtt`` (:func:`run_rtt`): every broker answers every request ``rtt_ms`` late
-(``set_rtt_all``); ``records`` records of 100 B values with a key each (:mod:`bench.data`) sent
+(``set_rtt_all``); ``records`` records of 100 B values with a key each (:mod:`bench.data`;
+many round trips' worth, :data:`RECORDS_PER_ROUND_TRIP`) sent
 as fast as the client takes them (kproducer: ``Producer.send``; confluent-kafka: ``produce``
 and ``poll(0)``, ``poll(0.005)`` on ``BufferError``), then flushed; records/s from the first
 send to the last acknowledgement (the flush's return). The topic is read back
@@ -93,6 +94,13 @@ KEYS = 60
 PLAN_SECONDS = 6.0
 # The rtt scenario's value size (its round trips and records: bench.scenarios.Sizes).
 VALUE_SIZE = 100
+# The rtt scenario's unit of size: about what the larger window of the clients at their
+# defaults holds, so that a run of k times this many records lasts at least k round trips
+# wherever the round trip decides the rate. kproducer: 3 brokers x 5 requests in flight x
+# 1 MiB, about 120,000 of these records; confluent-kafka: queue.buffering.max.messages,
+# 100,000. A window's first round trip (the start: connections are up, but nothing is in
+# flight yet) is then a small part of the run, not a third of it.
+RECORDS_PER_ROUND_TRIP = 120_000
 
 # Fault names, in the order they happen (the table's rows).
 MOVE, DOWN, ELECT, UP, MOVE_BACK = ("leaders move", "leader broker down", "leaders elected",
@@ -442,8 +450,8 @@ def check_read_back(bootstrap: str, topic: str, expected: int, *, warmups: int,
 
     The mock keeps the last 5 MiB (and 100,000 batches) of each partition and drops the
     oldest batches beyond that (``rdkafka_mock.c``, ``rd_kafka_mock_partition_log_append``:
-    ``max_size``, fixed); 300,000 records of 100 B over 6 partitions are about 6 MB each, so
-    the first sixth or so of every partition is gone before the read-back. So: every
+    ``max_size``, fixed); the rtt scenario's 1,200,000 records of 100 B over 6 partitions are
+    about 25 MB each, so most of every partition is gone before the read-back. So: every
     partition's log end offset counts what it stored (the offsets go on from 0), and their sum
     must be ``expected + warmups`` exactly; each record still there is checked one by one (an
     index of :mod:`bench.data` in range, seen once, each partition's indices rising in offset

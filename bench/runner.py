@@ -126,7 +126,7 @@ def estimate(kind: str, records: int = 0, seconds: float = 0.0, runs: int = 1) -
     if kind == "failover":
         return 4.0 + seconds
     if kind == "rtt":
-        return 4.0 + records / 60_000
+        return 3.0 + records / 150_000
     if kind == "spark":                  # the JVM, the warm-up passes, the runs, read-backs
         return 60.0 + runs * (1.0 + records / 100_000)
     if kind == "micro":

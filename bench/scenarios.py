@@ -44,8 +44,8 @@ cluster given with ``--bootstrap-servers``), kproducer against confluent-kafka, 
 its defaults (confluent-kafka with idempotence on, kproducer's default), a fresh cluster per
 run: ``failover`` (keyed records at a steady rate while leaders move and a leader's broker goes
 down and comes back: the recovery time per partition, every record read back) and ``rtt``
-(300,000 records as fast as each client goes with every broker answering 0, 50, 150 or 500 ms
-late: records/s; confluent-kafka there also at its real defaults, without idempotence). Both
+(ten round trips' worth of records, ``RTT_RECORDS``, as fast as each client goes with every
+broker answering 0, 50, 150 or 500 ms late: records/s; confluent-kafka there also at its real defaults, without idempotence). Both
 are in the full run only (:mod:`bench.failover`).
 
 Views (:class:`View`): ``python -m bench`` runs the headline view (``HEADLINE_NAMES``: the
@@ -58,7 +58,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from bench import latency, spark_recipes
+from bench import failover, latency, spark_recipes
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ class Sizes:
     micro_repeat: int
     latency_seconds: float    # per latency run (rate x seconds records)
     failover_seconds: float   # the failover load's length (its faults' times scale with it)
-    rtt_records: int          # records per rtt run
+    rtt_records: int          # records per rtt run (RTT_ROUND_TRIPS windows: see there)
     rtt_ms: tuple             # the rtt scenario's round trips (ms)
 
     def for_client(self, scenario: Scenario, slow: bool) -> int:
@@ -156,9 +156,17 @@ class Sizes:
         return max(1000, int(n * self.slow_fraction)) if slow else n
 
 
+# The rtt scenario's runs, in round trips: each client sends this many windows' worth
+# (bench.failover.RECORDS_PER_ROUND_TRIP), so that at every round trip it runs for at least
+# this many (more where its CPU, not the round trip, bounds it), and the first round trip,
+# which starts with nothing in flight, does not decide the rate. About 5 to 17 s of load per
+# run at 500 ms (kproducer; confluent-kafka with idempotence, its 5 requests in flight).
+RTT_ROUND_TRIPS = 10
+RTT_RECORDS = RTT_ROUND_TRIPS * failover.RECORDS_PER_ROUND_TRIP
+
 FULL = Sizes(records=1_000_000, records_1kib=750_000, slow_fraction=0.1, spark_rows=2_000_000,
              micro_records=200_000, micro_repeat=5, latency_seconds=5.0, failover_seconds=6.0,
-             rtt_records=300_000, rtt_ms=(0, 50, 150, 500))
+             rtt_records=RTT_RECORDS, rtt_ms=(0, 50, 150, 500))
 QUICK = Sizes(records=20_000, records_1kib=15_000, slow_fraction=0.25, spark_rows=20_000,
               micro_records=10_000, micro_repeat=2, latency_seconds=0.5, failover_seconds=0.6,
               rtt_records=3_000, rtt_ms=(50,))
@@ -170,7 +178,7 @@ QUICK = Sizes(records=20_000, records_1kib=15_000, slow_fraction=0.25, spark_row
 # 10,000/s: a p99 of 400 samples).
 HEADLINE = Sizes(records=500_000, records_1kib=375_000, slow_fraction=0.1,
                  spark_rows=500_000, micro_records=200_000, micro_repeat=5,
-                 latency_seconds=4.0, failover_seconds=6.0, rtt_records=300_000,
+                 latency_seconds=4.0, failover_seconds=6.0, rtt_records=RTT_RECORDS,
                  rtt_ms=(0, 50, 150, 500))
 
 

@@ -15,6 +15,7 @@ kp_status kp_batch_init(kp_batch_writer *w, size_t initial_cap)
     w->count = 0;
     w->sealed = 0;
     w->compressed = 0;
+    w->full = 0;
     if (initial_cap < KP_BATCH_HEADER_SIZE) initial_cap = KP_BATCH_HEADER_SIZE;
     /* Exactly initial_cap, not the next doubling: the producer charges its memory pool
      * for the capacity it asked for. */
@@ -35,6 +36,7 @@ kp_status kp_batch_init_external(kp_batch_writer *w, uint8_t *data, size_t cap)
     w->count = 0;
     w->sealed = 0;
     w->compressed = 0;
+    w->full = 0;
     memset(w->buf.data, 0, KP_BATCH_HEADER_SIZE);
     w->buf.len = KP_BATCH_HEADER_SIZE;
     return KP_OK;

@@ -85,6 +85,8 @@ typedef struct kp_batch_writer {
     int32_t sealed;          /* no more appends: kp_courier sends it (its owner's flag) */
     int32_t compressed;      /* kp_courier compressed its Records section (closing it does
                                 not compress again) */
+    int32_t full;            /* closed for appends at its size bound: the next record starts
+                                a new batch (its owner's flag; kp_courier paces by it) */
 } kp_batch_writer;
 
 /* Starts a batch: reserves the 61-byte header placeholder (and initial_cap total). */

@@ -303,6 +303,46 @@ static int64_t node_next_due(const kp_courier *c, int32_t n)
     return due;
 }
 
+/* With mu held: until when node n's next request waits for its batches to fill (kp_courier.h,
+ * Pacing), or -1 when it need not wait: not paced, nothing in flight, or the time is up. */
+static int64_t paced_until(kp_courier *c, int32_t n, int64_t now)
+{
+    kp_courier_node *node = &c->nodes[n];
+    if (node->pace_us <= 0 || in_flight(c, node) <= 0)
+        return -1;
+    int64_t last = node->last_send_us;
+    kp_courier_request *own = last_request(c, n);
+    if (own != NULL && own->send_us > last)
+        last = own->send_us;
+    if (last < 0 || last + node->pace_us <= now)
+        return -1;
+    return last + node->pace_us;
+}
+
+/* With mu held: whether node n's next request would be as full as it can get: every batch it
+ * would take (its parts' heads due by now) takes no more records, or they fill
+ * max_request_size between them. */
+static int request_full(const kp_courier *c, int32_t n, int64_t now)
+{
+    size_t total = 0;
+    int any = 0;
+    for (size_t i = 0; i < c->n_parts; i++) {
+        const kp_courier_part *p = &c->parts[i];
+        if (p->node != n || p->head < 0)
+            continue;
+        const kp_courier_batch *b = &c->batches[p->head];
+        if (b->due_us > now)
+            continue;
+        total += b->batch->buf.len;
+        if (total >= c->plan.max_request_size)
+            return 1;
+        if (!b->batch->full && b->next < 0)
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
 /* ---- responses ------------------------------------------------------------------ */
 
 /* The node's k-th request (in the order written), or NULL. */
@@ -557,6 +597,13 @@ static int64_t look(kp_courier *c, size_t *npfds)
             }
             if (!node_can_send(c, (int32_t)n, &writing))
                 break;
+            int64_t until = paced_until(c, (int32_t)n, now);
+            if (until >= 0 && !request_full(c, (int32_t)n, now)) {
+                /* Its batches take records until then (or until they fill: the append that
+                 * starts the next batch offers it, which wakes the courier). */
+                if (next < 0 || until < next) next = until;
+                break;
+            }
             int sent = send_node(c, (int32_t)n, now);
             if (sent < 0)
                 return 0;   /* the plan it looked at is gone: look again, at once */
@@ -732,8 +779,17 @@ int32_t kp_courier_add_node(kp_courier *c, int32_t node_id, int32_t conn_id, int
         .node_id = node_id, .conn_id = conn_id, .version = version,
         .first_correlation_id = first_correlation_id, .max_requests = max_requests,
         .max_in_flight = max_in_flight, .prior = (int32_t)c->n_priors, .reads = 1,
+        .pace_us = 0, .last_send_us = -1,
     };
     return (int32_t)c->n_nodes++;
+}
+
+void kp_courier_pace_node(kp_courier *c, int32_t node, int64_t pace_us, int64_t last_send_us)
+{
+    if (node < 0 || (size_t)node >= c->n_nodes)
+        return;
+    c->nodes[node].pace_us = pace_us > 0 ? pace_us : 0;
+    c->nodes[node].last_send_us = last_send_us;
 }
 
 int kp_courier_add_prior(kp_courier *c, int32_t node, int32_t correlation_id, int16_t api_key,

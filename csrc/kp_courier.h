@@ -67,6 +67,15 @@
  *   an answer is read, and the waits grow to KP_COURIER_WAIT_FULL_US (the longest the turn
  *   leaves a wanted step to that application before the I/O thread runs it); an arm or an
  *   offer meanwhile wakes it only when it would sleep past that (kick).
+ * - Pacing. While a node has requests in flight, its next request waits until every batch
+ *   it would take is full (kp_batch_writer.full, or a batch queued behind it: either way it
+ *   takes no more records) or until pace_us has passed since the node's last request
+ *   (kp_courier_pace_node: the step's, then the courier's own): pace_us is the node's
+ *   smoothed round trip over max_in_flight, so the requests of a full window spread over the
+ *   round trip instead of leaving in a burst as the answers of the last burst come back,
+ *   each slot taking whatever few records had arrived since the previous one. With nothing
+ *   in flight a request goes at once (no wait at low rates); pace_us 0 (flush, close, no
+ *   round trip measured yet) paces nothing.
  * - A request is written at once (kp_selector_fns.flush); whatever the socket does not take,
  *   and a failed write, is left to the next step's poll, which reports it (sent, or
  *   disconnected) as for any request.
@@ -109,6 +118,9 @@ typedef struct kp_courier_node {
     int stopped;                /* 1: no more requests (it cannot take one, a failure, a frame
                                    left for the step) */
     int leads;                  /* 1: a part of the plan is its (kp_courier_add_part) */
+    int64_t pace_us;            /* the least time between two requests while some are in
+                                   flight, unless they are full (0: none) */
+    int64_t last_send_us;       /* when the step's last request in flight went out (-1) */
 } kp_courier_node;
 
 /* A request the step had in flight to a node when it armed the courier. */
@@ -196,6 +208,10 @@ void kp_courier_reset(kp_courier *c);
 int32_t kp_courier_add_node(kp_courier *c, int32_t node_id, int32_t conn_id, int version,
                             int32_t first_correlation_id, int32_t max_requests,
                             int32_t max_in_flight);
+/* Paces node's requests (kp_courier.h, Pacing): at most one not full per pace_us while it
+ * has requests in flight; last_send_us: when the step's last request to it went out
+ * (CLOCK_MONOTONIC µs, -1: none). Ignored for a node not in the plan. */
+void kp_courier_pace_node(kp_courier *c, int32_t node, int64_t pace_us, int64_t last_send_us);
 /* Adds the next request the step has in flight to node (before any part is added): 0, or -1
  * (no memory, or out of order: the node reads nothing then). */
 int kp_courier_add_prior(kp_courier *c, int32_t node, int32_t correlation_id, int16_t api_key,

@@ -171,9 +171,11 @@ _DEFS = [
             "reached batch.size goes out as soon as its leader can take a request, and keeps "
             "taking records up to this size while it cannot (requests in flight, backing off, "
             "connecting). While every leader has max.in.flight.requests.per.connection "
-            "requests out, a batch at this size keeps growing, up to max.request.size less "
-            "1 KiB for the request's own fields, so that a long round trip's window carries "
-            "full requests; memory for it comes from buffer.memory without waiting. At least "
+            "requests out, or waits to pace its next one (see that setting), a batch at this "
+            "size keeps growing, up to max.request.size less 1 KiB for the request's own "
+            "fields, so that a long round trip's window carries full requests. Growing takes memory from buffer.memory, and send() waits for it "
+            "as for a new batch (a batch that could never grow within buffer.memory is full "
+            "as it is). At least "
             "batch.size (the default follows a larger batch.size), at most max.request.size; "
             "equal to batch.size gives Java's batches (no growth at all).", min=0),
     Setting("buffer.memory", "long", 33554432,
@@ -212,7 +214,11 @@ _DEFS = [
     Setting("socket.connection.setup.timeout.max.ms", "long", 30000,
             "Largest connection-setup timeout after repeated failures (with 20% jitter).", min=0),
     Setting("max.in.flight.requests.per.connection", "int", 5,
-            "Most unacknowledged requests on one connection; at most 5 with idempotence.", min=1),
+            "Most unacknowledged requests on one connection; at most 5 with idempotence. While "
+            "a connection has Produce requests out, the next one goes once its batches are "
+            "full, or after the connection's smoothed round trip divided by this number, so "
+            "that a long round trip's requests spread over it instead of leaving in bursts; "
+            "with none out, at once.", min=1),
     Setting("metadata.max.age.ms", "long", 300000,
             "Refresh cluster metadata at least this often, even without leadership changes.",
             min=0),

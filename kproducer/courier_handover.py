@@ -62,12 +62,15 @@ class CourierHandover:
         if self.io is None:
             return
         s = self.sender
-        nodes = s.client.reserve_courier_requests(v.PRODUCE, reads=s.acks != 0)
+        client = s.client
+        nodes = client.reserve_courier_requests(v.PRODUCE, reads=s.acks != 0)
         if nodes:
+            # It paces each node's requests as the step does (NetworkClient.paced_until_us).
+            pacing = {n: (client.pace_us(n), client.last_produce_us(n, -1)) for n in nodes}
             s.acc.arm_courier(self.io, nodes, self.leaders(), s.muted,
                               s.next_seq if s.idempotent else None, s.producer_id,
                               s.producer_epoch, s.acks, s.request_timeout_ms, self._client_id,
-                              only=only, transactional_id=self._transactional_id)
+                              only=only, transactional_id=self._transactional_id, pacing=pacing)
 
     def leaders(self) -> dict:
         """{topic: [leader node id, -1 when none, by partition]} of the accumulator's topics,

@@ -186,6 +186,9 @@ class NodeState:
     # Counters of this node's connections (kproducer.statistics, kproducer.java_metrics),
     # counted per request or connection event, never per record or byte.
     counters: NodeCounters = field(default_factory=NodeCounters)
+    # The smoothed round trip of its requests (µs, 0: none measured yet): TCP's estimator
+    # (RFC 6298's SRTT, gain 1/8), for the pacing of its Produce requests (paced_until_us).
+    srtt_us: float = 0.0
 
 
 class NetworkClient:
@@ -323,18 +326,22 @@ class NetworkClient:
             return 0 if ns is None else 1 << 40
         return max(0, ns.reconnect_wait_ms - (now - ns.last_attempt_ms))
 
-    def windows_full(self, leaders: Optional[Collection[int]] = None) -> bool:
+    def windows_full(self, leaders: Optional[Collection[int]] = None, *,
+                     paced_at_us: Optional[int] = None) -> bool:
         """True when every READY node among ``leaders`` (the nodes that lead a partition;
         None: every node), and there is one, has max.in.flight requests out: no batch can go
         before an answer. A node that leads none takes no batch whatever its room (the
         bootstrap connection, idle once the metadata named the brokers, kept this False for
         a single broker's producer); a node still connecting takes none either, and its
-        connection brings a poll event of its own."""
+        connection brings a poll event of its own. With ``paced_at_us`` (now, mono µs), a
+        node whose next request waits for its pace (:meth:`paced_until_us`) counts as full
+        too: no batch that is not full can go to it before then."""
         full = False
         for ns in self.nodes.values():
             if ns.state != READY or (leaders is not None and ns.node_id not in leaders):
                 continue
-            if len(ns.in_flight) + len(ns.pending) < self.max_in_flight:
+            if len(ns.in_flight) + len(ns.pending) < self.max_in_flight and (
+                    paced_at_us is None or not self.paced_until_us(ns.node_id, paced_at_us)):
                 return False
             full = True
         return full
@@ -760,7 +767,7 @@ class NetworkClient:
             return
         if answer is not _NO_ANSWER and answer_us is not None and send_us >= 0:
             us = answer_us - send_us
-            self.request_latency.record(us)
+            self._round_trip(ns, us)
             ns.counters.answered(api_key, us)
             if api_key == v.PRODUCE:
                 # The courier keeps only answers with no throttle (it leaves a throttled one
@@ -769,6 +776,47 @@ class NetworkClient:
         ns.in_flight.append(InFlightRequest(correlation_id, api_key, version, request, callback,
                                             send_ms, expect_response, sent, decoder=decoder,
                                             answer=answer, send_us=send_us))
+
+    def _round_trip(self, ns: NodeState, us: int) -> None:
+        """A request's round trip, from its write to the read of its response."""
+        self.request_latency.record(us)
+        ns.srtt_us = float(us) if ns.srtt_us <= 0 else ns.srtt_us + (us - ns.srtt_us) / 8
+
+    def pace_us(self, node_id: int) -> int:
+        """The least time between two Produce requests to the node while it has some in
+        flight, unless they are full: its smoothed round trip over max.in.flight, so that the
+        requests of a full window spread over the round trip (0: no round trip measured)."""
+        ns = self.nodes.get(node_id)
+        return 0 if ns is None or ns.srtt_us <= 0 else int(ns.srtt_us / self.max_in_flight)
+
+    def last_produce_us(self, node_id: int, now_us: int) -> int:
+        """When the node's last Produce request in flight went out (mono µs; ``now_us`` for
+        one not written yet), -1 when it has none in flight."""
+        ns = self.nodes.get(node_id)
+        last = -1
+        if ns is not None:
+            for e in ns.in_flight:
+                if e.api_key == v.PRODUCE and e.expect_response:
+                    last = max(last, e.send_us if e.sent and e.send_us >= 0 else now_us)
+            if any(e.api_key == v.PRODUCE for e, _ in ns.pending):
+                last = now_us
+        return last
+
+    def paced_until_us(self, node_id: int, now_us: int) -> int:
+        """Pacing: until when (mono µs) a Produce request to the node that is not full waits,
+        0 when it need not wait. While the node has Produce requests in flight, one goes
+        when its batches are full or :meth:`pace_us` after the last; with none in flight, at
+        once (no wait at low rates). Java and librdkafka send each request as soon as the
+        window has room, so over a long round trip a full window's answers come back
+        together and the requests they make room for leave together, each with the few
+        records that arrived since the one before."""
+        pace = self.pace_us(node_id)
+        if pace <= 0:
+            return 0
+        last = self.last_produce_us(node_id, now_us)
+        if last < 0 or last + pace <= now_us:
+            return 0
+        return last + pace
 
     @staticmethod
     def _written_without_response(ns: NodeState, correlation_id: int) -> None:
@@ -906,7 +954,7 @@ class NetworkClient:
         us = None
         if entry.send_us >= 0:
             us = read_us - entry.send_us
-            self.request_latency.record(us)
+            self._round_trip(ns, us)
         ns.counters.answered(entry.api_key, us)
         try:
             if entry.decoder is not None:

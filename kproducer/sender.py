@@ -294,7 +294,10 @@ class Sender:
         # (Stepping again after the first poll's events too would cost a step that finds
         # nothing.) Until the next step, a batch that fills wakes no step while every
         # leader's window is full (RecordAccumulator._notify): the answer that makes room does.
-        self.acc.windows_full = self.client.windows_full(self.courier.leader_nodes())
+        self.acc.windows_full = self.client.windows_full(
+            self.courier.leader_nodes(),
+            paced_at_us=None if self.acc.closed or self.acc.flushes_in_progress > 0
+            else self.time.mono_us())
         if self.client.poll(0, now) or self.client.selector.needs_poll():
             self._arm_courier()
             return 0, True
@@ -375,13 +378,35 @@ class Sender:
                 self.acc.update_node_latency(node, now, False)   # the sticky partitioner's figures
             else:
                 self.acc.update_node_latency(node, now, True)
-        batches = self.acc.drain(leader_of, ready, self.max_request_size, wall, muted) if ready else {}
+        paced = self._paced(ready) if ready else None
+        batches = self.acc.drain(leader_of, ready, self.max_request_size, wall, muted,
+                                 paced=paced) if ready else {}
+        if paced:
+            for node, wait_ms in paced.items():
+                if node not in batches:
+                    next_delay = min(next_delay, wait_ms)
         for node, node_batches in batches.items():
             self._send_produce(node, node_batches, now)
         self._expire(wall, 0)
         if batches:
             return 0
         return max(0, min(next_delay, 1 << 30))
+
+    def _paced(self, nodes) -> dict:
+        """{node: ms left} of ``nodes`` whose next Produce request waits for its batches to
+        fill (NetworkClient.paced_until_us; the courier paces its own the same way,
+        kp_courier.h), none while the producer flushes or closes (every batch is as full as
+        it will get then)."""
+        acc = self.acc
+        if acc.closed or acc.flushes_in_progress > 0:
+            return {}
+        now_us = self.time.mono_us()
+        paced = {}
+        for node in nodes:
+            until = self.client.paced_until_us(node, now_us)
+            if until:
+                paced[node] = max(1, -(-(until - now_us) // 1000))
+        return paced
 
     def _on_node_lost(self, node_id: int) -> None:
         """A connection failed or was lost (NetworkClient.node_lost_listeners): metadata is

@@ -25,6 +25,7 @@ cdef extern from "kp_batch.h" nogil:
         int32_t count
         int32_t sealed
         int32_t compressed
+        int32_t full
 
     kp_status kp_batch_init(kp_batch_writer *w, size_t initial_cap)
     kp_status kp_batch_init_external(kp_batch_writer *w, uint8_t *data, size_t cap)

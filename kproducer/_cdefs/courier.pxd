@@ -26,6 +26,9 @@ cdef extern from "kp_courier.h" nogil:
         int32_t n_kept
         int reads
         int stopped
+        int leads
+        int64_t pace_us
+        int64_t last_send_us
 
     ctypedef struct kp_courier_request:
         int32_t node
@@ -80,6 +83,7 @@ cdef extern from "kp_courier.h" nogil:
     int32_t kp_courier_add_node(kp_courier *c, int32_t node_id, int32_t conn_id, int version,
                                 int32_t first_correlation_id, int32_t max_requests,
                                 int32_t max_in_flight)
+    void kp_courier_pace_node(kp_courier *c, int32_t node, int64_t pace_us, int64_t last_send_us)
     int kp_courier_add_prior(kp_courier *c, int32_t node, int32_t correlation_id, int16_t api_key,
                              int version)
     int32_t kp_courier_add_part(kp_courier *c, int32_t node, const uint8_t *topic, size_t topic_len,

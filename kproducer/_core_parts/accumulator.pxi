@@ -131,7 +131,9 @@ cdef class RecordAccumulator:
     cdef public int flushes_in_progress
     cdef public bint closed
     # The Sender's last step found every connection's window full (max.in.flight requests
-    # out): a batch that fills then asks for no step of its own (_notify).
+    # out, or its next request waiting for its pace: NetworkClient.windows_full): a batch
+    # that fills then asks for no step of its own (_notify), and one at batch.max.size keeps
+    # growing towards its share of a request (_append_open).
     cdef public bint windows_full
     cdef readonly Py_ssize_t last_need
     # The size of the last record _place refused as too large (read under the lock).
@@ -468,9 +470,8 @@ cdef class RecordAccumulator:
             # last ready() counted them), so k of them grow to a k-th of batch_max_size_busy
             # each and go out together, in requests as full as one large batch would make
             # (past that share, a request would take fewer of them and leave the others to
-            # requests of their own). Growing charges the pool and never waits for it
-            # (ProducerBatch.append: past batch.size a batch the pool cannot grow at once is
-            # full as it is).
+            # requests of their own). Growing charges the pool, and waits for it as a new
+            # batch would (ProducerBatch.append).
             k = st.get_sharing(p)
             if k > 0 and self.batch_max_size_busy // k > b.limit:
                 b.limit = self.batch_max_size_busy // k
@@ -485,6 +486,7 @@ cdef class RecordAccumulator:
                 b.reached_size = True
                 return REACHED
             return APPENDED
+        b.w.full = 1        # takes no more records: a paced request need not wait for it
         st.open_batches[p] = None
         return FILLED
 
@@ -837,8 +839,15 @@ cdef class RecordAccumulator:
             st.set_sharing(p, per_leader[leader])
         return 0
 
+    cdef inline bint _head_full(self, _TopicState st, int32_t p, object q):
+        """Whether partition ``p``'s head batch takes no more records: closed at its size
+        bound (``w.full``), behind another, closed, or a retry."""
+        cdef ProducerBatch first = q[0]
+        return (first.w.full or len(q) > 1 or first.closed or first.attempts > 0
+                or st.open_batches[p] is not first)
+
     def drain(self, leader_of, set nodes, Py_ssize_t max_request_size, int64_t now, muted=None,
-              bint lingering=False):
+              bint lingering=False, paced=None):
         """Java's drain(): for each ready node, takes at most one batch from each partition
         it leads until ``max_request_size``, starting one partition further each call (as
         Java's drainIndex) so that a full request does not always leave the same partitions
@@ -852,7 +861,10 @@ cdef class RecordAccumulator:
         delays every acknowledgement for the riders. Under load every batch is full and the
         requests are the same.
         ``lingering=True`` takes lingering batches too (a node's records failed at once);
-        retries still wait for their backoff."""
+        retries still wait for their backoff.
+        ``paced``: nodes whose next request waits for its batches to fill (the Sender's pacing,
+        NetworkClient.paced_until): such a node gets a request only when every batch it would
+        take is full (_head_full) or they fill ``max_request_size`` between them."""
         cdef dict out = {}
         cdef _TopicState st
         cdef ProducerBatch first
@@ -864,6 +876,8 @@ cdef class RecordAccumulator:
         try:
             self._check_disarmed()
             heads = self._heads(leader_of, muted, set())
+            if paced:
+                nodes = self._unpaced(heads, nodes, paced, max_request_size, now)
             k = len(heads)
             start = self._drain_index % k if k else 0
             self._drain_index += 1
@@ -890,6 +904,27 @@ cdef class RecordAccumulator:
             for b in batches:
                 (<ProducerBatch>b).close()
         return out
+
+    cdef set _unpaced(self, list heads, set nodes, object paced, Py_ssize_t max_request_size,
+                      int64_t now):
+        """``nodes`` less the ``paced`` ones whose request would not be full yet (drain)."""
+        cdef dict sizes = {}
+        cdef set waiting = set()
+        cdef _TopicState st
+        cdef ProducerBatch first
+        for st, p, q, leader in heads:
+            if leader not in nodes or leader not in paced:
+                continue
+            first = q[0]
+            if self._wait_left(st, p, q, now) > 0:
+                continue
+            sizes[leader] = sizes.get(leader, 0) + <Py_ssize_t>first.w.buf.len
+            if not self._head_full(st, p, q):
+                waiting.add(leader)
+        for leader, size in sizes.items():
+            if size >= max_request_size:
+                waiting.discard(leader)
+        return nodes - waiting if waiting else nodes
 
     def reenqueue(self, ProducerBatch batch, int64_t now, int64_t backoff_ms=-1):
         """Puts a batch being retried back at the head of its partition's deque,
@@ -1062,7 +1097,7 @@ cdef class RecordAccumulator:
 
     def arm_courier(self, selector_io, dict nodes, dict leaders, muted, next_seq, int64_t producer_id,
                     int producer_epoch, int acks, int32_t timeout_ms, bytes client_id, *,
-                    only=None, bytes transactional_id=None):
+                    only=None, bytes transactional_id=None, dict pacing=None):
         """The Sender, as its step ends: until the next step, the courier may send Produce
         requests to ``nodes`` ({node_id: (connection id, Produce version, first reserved
         correlation id, ids reserved, max.in.flight, [(correlation id, api key, version) of
@@ -1072,11 +1107,13 @@ cdef class RecordAccumulator:
         ``selector_io`` is Selector.courier_io(), ``next_seq`` {(topic, partition):
         BaseSequence} (None without idempotence). A transactional producer names its
         ``transactional_id`` and the partitions its transaction has added (``only``): the
-        others wait for AddPartitionsToTxn, which a step sends."""
+        others wait for AddPartitionsToTxn, which a step sends. ``pacing`` {node_id: (pace µs,
+        when its last Produce request in flight went out: µs, -1)}: the courier paces those
+        nodes' requests as the step does (kp_courier.h)."""
         self._acquire()
         try:
             _courier_arm(self, selector_io, nodes, leaders, muted, only, next_seq, producer_id,
-                         producer_epoch, acks, timeout_ms, client_id, transactional_id)
+                         producer_epoch, acks, timeout_ms, client_id, transactional_id, pacing)
         finally:
             self._release()
 

@@ -18,8 +18,8 @@ cdef class ProducerBatch:
     cdef public int16_t producer_epoch
     cdef readonly bint closed
     cdef readonly bint finished
-    # Reached batch.size: sendable now; it grows towards ``limit`` only while its leader
-    # cannot take a request (KIP-782) and the pool has the bytes at once.
+    # Reached batch.size: sendable now; it grows towards ``limit`` while nothing drains it
+    # (KIP-782), waiting for the pool's bytes as a new batch would.
     cdef public bint reached_size
     cdef readonly Py_ssize_t pool_bytes
     cdef Py_ssize_t grow_need       # bytes _grow wanted and the pool did not have
@@ -58,16 +58,18 @@ cdef class ProducerBatch:
         if st == KP_ERR_FULL:
             # The buffer is at its capacity (and the batch below its limit): grow it by
             # doubling, charging buffer.memory first. When the pool has not got the bytes
-            # now, KP_ERR_FULL tells the caller to wait for them (grow_need); when it never
-            # could, the batch is full as it is.
+            # now, KP_ERR_FULL tells the caller to wait for them (grow_need), past batch.size
+            # too: closing the batch instead would start a new one, which waits for the pool
+            # all the same, and under a long round trip (the pool always short, every window
+            # full) it cut the batches at whatever power of two the pool allowed, leaving
+            # requests a quarter empty. When it never could grow, it is full as it is.
             st = self._grow(ts, klen, vlen, h, nh)
             if st == KP_OK:
                 return kp_batch_append_inline(&self.w, <size_t>self.limit, ts, k, klen, v, vlen,
                                               h, nh, appended)
             if st == KP_ERR_FULL and self.w.count > 0 and (
-                    self.reached_size or self.pool_bytes + self.grow_need > self.pool.total):
-                # Full as it is: it could never grow, or it is sendable already and growing
-                # past batch.size is worth no wait for memory.
+                    self.pool_bytes + self.grow_need > self.pool.total):
+                # Full as it is: it could never grow.
                 appended[0] = 0
                 return KP_OK
         return st

@@ -88,11 +88,14 @@ cdef class CourierRequest:
 cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dict leaders,
                       object muted, object only, object next_seq, int64_t producer_id,
                       int producer_epoch, int acks, int32_t timeout_ms, bytes client_id,
-                      bytes transactional_id) except -1:
+                      bytes transactional_id, dict pacing) except -1:
     """Builds the courier's plan (the accumulator's lock is held): ``nodes`` {node_id:
     (connection id, Produce version, first reserved correlation id, ids reserved,
     max.in.flight, [(correlation id, api key, version) of each request in flight, in order])}
-    can take requests now; ``leaders`` {topic:
+    can take requests now, ``pacing`` {node_id: (pace µs, when its last Produce request in
+    flight went out: µs, -1)} paces them (kp_courier.h; None, or a node not named: not paced;
+    nothing is while the producer flushes or closes, when every batch is as full as it will
+    get); ``leaders`` {topic:
     [leader node id by partition]}. Every partition they lead that is not ``muted`` (and is
     in ``only``, unless it is None) and whose queue holds first attempts only gets a slot,
     and its queue is offered, in order."""
@@ -109,12 +112,16 @@ cdef int _courier_arm(RecordAccumulator acc, object selector_io, dict nodes, dic
     cdef Py_ssize_t name_len
     cdef bint at_once = acc.pool.waiters > 0 or acc.closed or acc.flushes_in_progress > 0
     kp_courier_reset(c)
+    cdef bint at_once_all = acc.closed or acc.flushes_in_progress > 0
     for node_id, (conn_id, version, first_cid, block, max_in_flight, prior) in nodes.items():
         node = kp_courier_add_node(c, node_id, conn_id, version, first_cid, block, max_in_flight)
         if node >= 0:
             index[node_id] = node
             for cid, api_key, prior_version in prior:
                 kp_courier_add_prior(c, node, cid, api_key, prior_version)
+            paced = None if pacing is None else pacing.get(node_id)
+            if paced is not None and not at_once_all:
+                kp_courier_pace_node(c, node, paced[0], paced[1])
     for st in acc._topics.values():
         st.ensure_slots()
         name = PyUnicode_AsUTF8AndSize(st.topic, &name_len)

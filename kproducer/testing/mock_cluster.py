@@ -107,6 +107,15 @@ def _load():
         optional = {
             # Newer librdkafka releases only: used when present.
             "rd_kafka_mock_broker_remove_from_metadata": (err_t, [vp, i32]),
+            # Request tracking (librdkafka >= 2.4).
+            "rd_kafka_mock_start_request_tracking": (None, [vp]),
+            "rd_kafka_mock_stop_request_tracking": (None, [vp]),
+            "rd_kafka_mock_get_requests": (ctypes.POINTER(vp), [vp, ctypes.POINTER(sz)]),
+            "rd_kafka_mock_request_destroy_array": (None, [ctypes.POINTER(vp), sz]),
+            "rd_kafka_mock_clear_requests": (None, [vp]),
+            "rd_kafka_mock_request_id": (i32, [vp]),
+            "rd_kafka_mock_request_api_key": (i16, [vp]),
+            "rd_kafka_mock_request_timestamp": (ctypes.c_int64, [vp]),
         }
         for name, (res, args) in list(sigs.items()) + list(optional.items()):
             fn = getattr(lib, name, None)
@@ -250,6 +259,40 @@ class MockCluster:
         if fn is None:
             raise MockClusterError("this librdkafka has no rd_kafka_mock_broker_remove_from_metadata")
         self._check(f"remove_from_metadata({broker_id})", fn(self._live(), broker_id))
+
+    # -- requests received ----------------------------------------------------------------
+
+    def _tracking_fn(self, name: str):
+        fn = getattr(self._lib, name, None)
+        if fn is None:
+            raise MockClusterError(f"this librdkafka has no {name} (request tracking: 2.4 or later)")
+        return fn
+
+    def start_request_tracking(self) -> None:
+        """From now on the brokers keep every request they receive (:meth:`requests`)."""
+        self._tracking_fn("rd_kafka_mock_start_request_tracking")(self._live())
+
+    def stop_request_tracking(self) -> None:
+        self._tracking_fn("rd_kafka_mock_stop_request_tracking")(self._live())
+
+    def clear_requests(self) -> None:
+        """Forgets the requests kept so far."""
+        self._tracking_fn("rd_kafka_mock_clear_requests")(self._live())
+
+    def requests(self) -> list[tuple[int, int, int]]:
+        """The requests received since :meth:`start_request_tracking` (or the last
+        :meth:`clear_requests`), in the order received: ``(broker id, api key, when)``,
+        ``when`` in µs of CLOCK_MONOTONIC (``time.monotonic_ns() // 1000``'s clock) at which
+        the broker read the request."""
+        n = ctypes.c_size_t(0)
+        arr = self._tracking_fn("rd_kafka_mock_get_requests")(self._live(), ctypes.byref(n))
+        lib = self._lib
+        try:
+            return [(lib.rd_kafka_mock_request_id(arr[i]), lib.rd_kafka_mock_request_api_key(arr[i]),
+                     lib.rd_kafka_mock_request_timestamp(arr[i])) for i in range(n.value)]
+        finally:
+            if arr:
+                lib.rd_kafka_mock_request_destroy_array(arr, n.value)
 
     # -- coordinators ---------------------------------------------------------------------
 

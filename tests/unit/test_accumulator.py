@@ -240,8 +240,9 @@ def test_growth_past_batch_size_charges_the_pool_exactly():
     for b in batches:
         b.free_memory()
     assert acc.pool.used == 0
-    # Past batch.size, a batch the pool cannot grow at once is full (a new one starts), so
-    # records keep flowing as long as the Sender frees memory: no record is refused.
+    # Past batch.size, a batch the pool cannot grow at once waits for the memory as a new
+    # batch would (NEED_MEMORY), so records keep flowing as long as the Sender frees memory:
+    # no record is refused.
     appended = 0
     for i in range(300):
         while acc.append("t", 0, None, b"%06d" % i + b"x" * 94, None, None, None) is NEED_MEMORY:
@@ -363,9 +364,10 @@ def test_a_batch_below_batch_size_does_not_grow_past_batch_max_size():
     assert [b.record_count for b in batches] == [20, 1]
 
 
-def test_growth_past_batch_max_size_never_waits_for_memory():
-    """A pool too small for the next doubling: the batch is full as it is (a new one starts);
-    only a new batch waits for memory (``last_need`` is its first capacity, not a growth)."""
+def test_growth_past_batch_max_size_waits_for_memory_unless_it_never_could():
+    """A pool too small for a batch's next doubling ever: the batch is full as it is (a new
+    one starts); one whose doubling would fit once memory is freed waits for it, as a new
+    batch would (``last_need`` is that growth), rather than closing small."""
     acc = _acc(batch_size=1000, batch_max_size=4000, max_request_size=1 << 20,
                buffer_memory=12_000, linger_ms=60_000)
     acc.windows_full = True
@@ -374,11 +376,11 @@ def test_growth_past_batch_max_size_never_waits_for_memory():
     results = [None] + [acc.append("t", 0, None, b"%06d" % i + b"x" * 94, None, None, None)
                         for i in range(1, 300)]
     assert NEED_MEMORY in results
-    assert acc.last_need == 1000 and acc.pool.waiters == 0
+    assert acc.last_need == 4000 and acc.pool.waiters == 0
     assert acc.pool.used <= acc.pool.total == 12_000
     batches = _drain_all(acc, wall_clock_ms())
-    # The first grew from 4000 to 8000 (16000 did not fit the pool); the second could not
-    # double past 4000 at all (8000 more did not fit): both full, neither waited.
+    # The first grew from 4000 to 8000 (16000 could never fit the pool: full as it is); the
+    # second waits to double past 4000 (8000 would fit once the first is freed).
     assert [b.pool_bytes for b in batches] == [8000, 4000]
     assert 4000 < batches[0].size_in_bytes <= 8000 and batches[1].size_in_bytes <= 4000
     assert sum(b.record_count for b in batches) == results.index(NEED_MEMORY)

@@ -148,9 +148,12 @@ class MockClient:
     def in_flight_count(self, node: Optional[int] = None) -> int:
         return sum(1 for r in self.in_flight if node is None or r.node == node)
 
-    def windows_full(self, leaders=None) -> bool:
+    def windows_full(self, leaders=None, *, paced_at_us=None) -> bool:
         up = [n for n in self.nodes if n not in self.down and (leaders is None or n in leaders)]
         return bool(up) and all(self.in_flight_count(n) >= self.max_in_flight for n in up)
+
+    def paced_until_us(self, node: int, now_us: int) -> int:
+        return 0        # no round trip measured: nothing paced (tests/test_pacing.py paces)
 
     def api_version(self, node: int, api_key: int) -> int:
         return v.SUPPORTED_VERSIONS[api_key][1]
