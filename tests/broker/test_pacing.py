@@ -20,7 +20,7 @@ import time
 import pytest
 
 from kproducer import Producer
-from kproducer._accumulator import RecordAccumulator, SenderTurn
+from kproducer._core import RecordAccumulator, SenderTurn
 from kproducer._net import Selector
 from kproducer._reference import decode_batch
 from kproducer.testing.mock_cluster import MockCluster

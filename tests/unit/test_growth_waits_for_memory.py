@@ -5,7 +5,7 @@ quarter empty). The accumulator alone, no broker; end to end: test_batch_growth.
 
 from __future__ import annotations
 
-from kproducer._accumulator import NEED_MEMORY, RecordAccumulator, wall_clock_ms
+from kproducer._core import NEED_MEMORY, RecordAccumulator, wall_clock_ms
 
 
 def _record(i: int) -> bytes:
