@@ -15,7 +15,7 @@ from kproducer.java_metrics import NODE_GROUP, TOPIC_GROUP
 from kproducer.sampled import Sampler
 from kproducer.testing.readback import read_back
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "observability.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "observability.md"
 
 OLD_KEYS = {"records_acked", "records_failed", "requests", "batches", "batch_bytes", "retries",
             "buffer_total_bytes", "buffer_available_bytes", "request_latency_avg_ms"}

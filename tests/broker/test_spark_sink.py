@@ -702,7 +702,7 @@ def test_batch_write_fails_with_the_producers_error_when_the_broker_is_gone(spar
     # The producer's own error, not a success with rows lost nor a bare Spark failure:
     # "topic not present in metadata after max.block.ms" or records that failed after
     # being queued (plain); the transactional producer's init_transactions timing out.
-    assert re.search(r"kproducer\.errors\.(KafkaTimeoutError|TransactionTimeoutError): "
+    assert re.search(r"kproducer\.errors\.(KafkaTimeoutError|MetadataTimeoutError|TransactionTimeoutError): "
                      r"|kproducer: \d+ of \d+ records failed to be delivered", message), message[-3000:]
 
 

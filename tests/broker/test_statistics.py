@@ -17,7 +17,7 @@ from kproducer import Producer
 from kproducer.errors import ConfigError
 from kproducer.testing.readback import read_back
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "observability.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "observability.md"
 
 
 class Documents:

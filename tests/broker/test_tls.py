@@ -134,7 +134,7 @@ def test_mutual_tls(pki, tmp_path):
         p = Producer(ssl_truststore_location=pki.ca_file, max_block_ms=60000, **common)
         try:
             with pytest.raises(SslAuthenticationError) as exc:
-                p.send("mtls", b"never")
+                p.send("mtls", b"never").result(0)     # a failed future (Java's send)
             assert "certificate required" in str(exc.value), exc.value
             assert f"127.0.0.1:{tunnel.port}" in str(exc.value)
         finally:
@@ -153,7 +153,7 @@ def test_hostname_verification(pki, tmp_path):
         p = Producer(max_block_ms=60000, **common)
         try:
             with pytest.raises(SslAuthenticationError) as exc:
-                p.send("names", b"never")
+                p.send("names", b"never").result(0)
             msg = str(exc.value)
             assert "certificate verify failed: IP address mismatch" in msg, msg
             assert "does not name 127.0.0.1" in msg
@@ -174,7 +174,7 @@ def test_unknown_ca_is_a_verify_error(pki, tmp_path):
                      ssl_truststore_location=other.ca_file, max_block_ms=60000)
         try:
             with pytest.raises(SslAuthenticationError) as exc:
-                p.send("ca", b"never")
+                p.send("ca", b"never").result(0)
             assert "certificate verify failed: unable to get local issuer certificate" in str(exc.value)
         finally:
             p.close(10)
