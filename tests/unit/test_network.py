@@ -555,3 +555,33 @@ def test_windows_full_when_every_ready_node_has_max_in_flight_out(clock, sel):
     metadata_request(client, clock, node=1)
     assert client.in_flight_count(1) == 2 and client.state(2) == "CONNECTING"
     assert client.windows_full()
+
+
+def test_pacing_follows_the_smoothed_round_trip_and_waits_only_with_produce_in_flight(clock, sel):
+    """The pace of a node's Produce requests (issue 39): its smoothed round trip (RFC 6298's
+    SRTT, gain 1/8) over max.in.flight; a request that is not full waits that long after the
+    last Produce request in flight, never when none is in flight; and while it waits the
+    node counts as full for windows_full(paced_at_us=...), so batches keep growing."""
+    from kproducer.protocol import PRODUCE
+    client = new_client(clock, sel, max_in_flight=5)
+    make_ready(client, sel, clock)
+    assert client.pace_us(0) == 0 and client.paced_until_us(0, clock.mono_us()) == 0
+    _, version, cid, _, _, _ = client.reserve_requests(0, PRODUCE)
+    t = clock.mono_us()
+    for k, rtt_us in enumerate((100_000, 180_000)):       # read by the courier, answered
+        client.adopt(0, PRODUCE, version, cid + k, "req", lambda r, e: None, clock.mono_ms(),
+                     sent=True, answer="acked", send_us=t, answer_us=t + rtt_us)
+    client.settle_answered()
+    assert client.in_flight_count(0) == 0
+    srtt = 100_000 + (180_000 - 100_000) / 8
+    assert client.pace_us(0) == int(srtt / 5) == 22_000
+    assert client.paced_until_us(0, t) == 0               # nothing in flight: at once
+    assert not client.windows_full({0}, paced_at_us=t)
+    # One Produce request out, written at t: the next waits until t + pace, unless full.
+    client.adopt(0, PRODUCE, version, cid + 2, "req", lambda r, e: None, clock.mono_ms(),
+                 decoder=lambda ver, payload: payload, sent=True, send_us=t)
+    assert client.paced_until_us(0, t + 5_000) == t + 22_000
+    assert client.windows_full({0}, paced_at_us=t + 5_000)    # 1 of 5 out, but paced
+    assert not client.windows_full({0})                        # without pacing: room
+    assert client.paced_until_us(0, t + 22_000) == 0
+    assert not client.windows_full({0}, paced_at_us=t + 22_000)
