@@ -328,7 +328,10 @@ def test_five_second_tokens_under_load_lose_nothing(make_gateway):
 
 def test_a_failed_refresh_is_retried_and_loses_nothing(make_gateway):
     gw, issuer = make_gateway(session_ms={"OAUTHBEARER": 2000})
-    provider = FlakyProvider(lifetime=2.0, issuer=issuer)
+    # The renewal starts at about 80 % of the lifetime and fails three times (backoff 50,
+    # 100, 200 ms) before the provider answers again: the lifetime leaves the token about a
+    # second beyond that, so a loaded machine's scheduling cannot let it expire first.
+    provider = FlakyProvider(lifetime=6.0, issuer=issuer)
     with Producer(bootstrap_servers=gw.bootstrap, **OAUTH_BASE, oauth_cb=provider, linger_ms=2,
                   sasl_login_retry_backoff_ms=50, sasl_login_retry_backoff_max_ms=200) as p:
         login = p._client.sasl.login
