@@ -15,7 +15,6 @@ import time
 import pytest
 
 from kproducer._core import CourierRequest, RecordAccumulator, SenderTurn, courier_codecs
-from kproducer._net import Selector
 from kproducer._reference import decode_batch
 
 LINGER_MS = 30
@@ -28,36 +27,7 @@ def leader(topic, partition):
 LEADERS = {"t": [7, 7]}       # the accumulator's topic "t": both partitions led by node 7
 
 
-@pytest.fixture
-def link():
-    """(selector, server side socket): connection 0 of the selector, connected."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    sel = Selector(max_connections=4)
-    sel.connect(0, "127.0.0.1", srv.getsockname()[1])
-    deadline = time.monotonic() + 10
-    while not sel.is_connected(0):
-        assert time.monotonic() < deadline, "the selector did not connect"
-        sel.poll(50)
-    conn, _ = srv.accept()
-    conn.settimeout(10)
-    yield sel, conn
-    conn.close()
-    sel.close_all()
-    srv.close()
-
-
-def _recv_frame(conn) -> bytes:
-    def exact(n):
-        buf = b""
-        while len(buf) < n:
-            chunk = conn.recv(n - len(buf))
-            assert chunk, "the peer closed"
-            buf += chunk
-        return buf
-    (size,) = struct.unpack(">i", exact(4))
-    return exact(size)
+from _courier_link import link, recv_frame as _recv_frame  # noqa: F401  (link: a fixture)
 
 
 def _parse_produce_v3(body: bytes):
