@@ -11,22 +11,14 @@ import types
 
 import pytest
 
+from _wait import wait_until  # noqa: F401  (the OAuth tests import it from here)
+
 from kproducer.testing.oidc import OidcServer, TokenIssuer
 from kproducer.testing.tls import TestPki
 
 OAUTH_BASE = dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER")
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.02):
-    """Polls ``predicate`` until it is true; AssertionError naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 # ---------------------------------------------------------------------------

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import pytest
+
+from _wait import wait_until
 
 from kproducer import Producer
 from kproducer.config import ProducerConfig
@@ -67,12 +68,6 @@ def attempts():
         network.setLevel(level)
 
 
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.02)
 
 
 def _all_records(bootstrap: str, topic: str) -> list:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from pathlib import Path
 
 import pytest
+
+from _wait import wait_until
 
 from kproducer import Producer
 from kproducer.config import ProducerConfig
@@ -57,12 +58,6 @@ def kproducer_records():
         root.setLevel(level)
 
 
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.02)
 
 
 def _connect_failures(records, level=None):
